@@ -1,0 +1,96 @@
+import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs'
+import { randomBytes } from 'node:crypto'
+import path from 'node:path'
+
+export interface MamConfig {
+  /** everything the server writes lives below this folder */
+  dataDir: string
+  /** postgres://… for PostgreSQL; unset for the embedded SQLite file in dataDir */
+  databaseUrl?: string
+  port: number
+  host: string
+  logLevel: string
+  /** a 32-byte key that encrypts secrets at rest; kept in dataDir/secret.key */
+  secretKey: Buffer
+  limits: {
+    jsonBytes: number
+    formBytes: number
+    uploadBytes: number
+    queryDepth: number
+    queryParameters: number
+    arrayLength: number
+    pageSize: number
+  }
+  jobs: {
+    /** a running job whose lease lapses (process died) is retried */
+    leaseMs: number
+    pollMs: number
+    concurrency: number
+    maxAttempts: number
+    /** piscina threads for CPU work */
+    threads: number
+  }
+  auth: {
+    /** how long a verified credential is trusted before the database is asked again */
+    cacheTtlMs: number
+    tokenTtlDays: number
+  }
+  /** anything else, keyed by plugin name */
+  plugins: Record<string, Record<string, unknown>>
+}
+
+export type MamConfigInput = Partial<Omit<MamConfig, 'limits' | 'jobs' | 'auth' | 'secretKey'>> & {
+  limits?: Partial<MamConfig['limits']>
+  jobs?: Partial<MamConfig['jobs']>
+  auth?: Partial<MamConfig['auth']>
+  secretKey?: Buffer
+}
+
+const num = (v: string | undefined) => (v === undefined || v === '' ? undefined : Number(v))
+
+/** Options win over environment variables, which win over defaults. */
+export function resolveConfig(input: MamConfigInput = {}, env: NodeJS.ProcessEnv = process.env): MamConfig {
+  const dataDir = path.resolve(input.dataDir ?? env.MAMKIT_DATA_DIR ?? 'data')
+  mkdirSync(dataDir, { recursive: true })
+  return {
+    dataDir,
+    databaseUrl: input.databaseUrl ?? (env.MAMKIT_DATABASE_URL || undefined),
+    port: input.port ?? num(env.MAMKIT_PORT) ?? 3000,
+    host: input.host ?? env.MAMKIT_HOST ?? '127.0.0.1',
+    logLevel: input.logLevel ?? env.MAMKIT_LOG_LEVEL ?? 'info',
+    secretKey: input.secretKey ?? loadSecretKey(dataDir),
+    limits: {
+      jsonBytes: 1 << 20,
+      formBytes: 1 << 20,
+      uploadBytes: 50 * (1 << 30),
+      queryDepth: 6,
+      queryParameters: 1000,
+      arrayLength: 1000,
+      pageSize: 500,
+      ...input.limits,
+    },
+    jobs: {
+      leaseMs: num(env.MAMKIT_JOB_LEASE_MS) ?? 30_000,
+      pollMs: num(env.MAMKIT_JOB_POLL_MS) ?? 1000,
+      concurrency: num(env.MAMKIT_JOB_CONCURRENCY) ?? 4,
+      maxAttempts: 5,
+      threads: 2,
+      ...input.jobs,
+    },
+    auth: { cacheTtlMs: 5000, tokenTtlDays: 30, ...input.auth },
+    plugins: input.plugins ?? {},
+  }
+}
+
+function loadSecretKey(dataDir: string): Buffer {
+  const file = path.join(dataDir, 'secret.key')
+  if (!existsSync(file)) {
+    try {
+      writeFileSync(file, randomBytes(32).toString('base64') + '\n', { mode: 0o600, flag: 'wx' })
+    } catch (err) {
+      // another process (a CLI command beside a running server) created it first
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+    }
+  }
+  return Buffer.from(readFileSync(file, 'utf8').trim(), 'base64')
+}

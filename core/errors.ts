@@ -1,0 +1,79 @@
+/**
+ * Every error a request can end in, in one table. Handlers throw `MamError`s (usually through
+ * the helpers below); the HTTP layer turns them into RFC 9457 problem bodies. Anything else that
+ * escapes a handler is a 500 whose body says nothing about internals.
+ */
+export const ERRORS = {
+  bad_request: { status: 400, title: 'Bad request' },
+  unauthenticated: { status: 401, title: 'Authentication required' },
+  forbidden: { status: 403, title: 'Forbidden' },
+  not_found: { status: 404, title: 'Not found' },
+  module_inactive: { status: 404, title: 'Module not active' },
+  method_not_allowed: { status: 405, title: 'Method not allowed' },
+  conflict: { status: 409, title: 'Conflict' },
+  gone: { status: 410, title: 'Gone' },
+  payload_too_large: { status: 413, title: 'Payload too large' },
+  unsupported_media_type: { status: 415, title: 'Unsupported media type' },
+  invalid_parameters: { status: 422, title: 'Invalid parameters' },
+  locked: { status: 423, title: 'Locked' },
+  rate_limited: { status: 429, title: 'Too many requests' },
+  internal: { status: 500, title: 'Internal server error' },
+  not_implemented: { status: 501, title: 'Not implemented' },
+  service_unavailable: { status: 503, title: 'Service unavailable' },
+  insufficient_storage: { status: 507, title: 'Insufficient storage' },
+} as const
+
+export type ErrorCode = keyof typeof ERRORS
+
+export interface ParamError {
+  /** the parameter in bracket form, as the client sent it: `template[name]` */
+  param: string
+  message: string
+}
+
+export class MamError extends Error {
+  readonly status: number
+  readonly title: string
+  constructor(
+    readonly code: ErrorCode,
+    readonly detail: string,
+    readonly extra: { errors?: ParamError[]; headers?: Record<string, string>; [key: string]: unknown } = {},
+  ) {
+    super(detail)
+    this.status = ERRORS[code].status
+    this.title = ERRORS[code].title
+  }
+}
+
+export const badRequest = (detail: string, errors?: ParamError[]) => new MamError('bad_request', detail, { errors })
+export const unauthenticated = (detail = 'Valid credentials are required') => new MamError('unauthenticated', detail)
+export const forbidden = (detail = 'You lack the privilege for this action') => new MamError('forbidden', detail)
+export const notFound = (what: string, id?: string | number) =>
+  new MamError('not_found', id === undefined ? `${what} not found` : `${what} ${id} not found`)
+export const conflict = (detail: string, extra?: Record<string, unknown>) => new MamError('conflict', detail, extra)
+export const invalid = (errors: ParamError[]) =>
+  new MamError('invalid_parameters', errors.map((e) => `${e.param} ${e.message}`).join('; '), { errors })
+export const invalidParam = (param: string, message: string) => invalid([{ param, message }])
+
+/** Errors raised while plugins are loaded; the process refuses to start. */
+export const BOOT_ERRORS = [
+  'PLUGIN_DUPLICATE',
+  'PLUGIN_MISSING_DEPENDENCY',
+  'PLUGIN_CYCLE',
+  'PLUGIN_INVALID',
+  'ROUTE_DUPLICATE',
+  'ROUTE_NO_ACCESS',
+  'SCHEMA_INVALID',
+  'JOB_DUPLICATE',
+] as const
+export type BootErrorCode = (typeof BOOT_ERRORS)[number]
+
+export class BootError extends Error {
+  constructor(
+    readonly code: BootErrorCode,
+    readonly plugin: string,
+    message: string,
+  ) {
+    super(`[${code}] plugin "${plugin}": ${message}`)
+  }
+}

@@ -1,0 +1,229 @@
+import { randomUUID } from 'node:crypto'
+import { mkdir, rm } from 'node:fs/promises'
+import path from 'node:path'
+import Koa from 'koa'
+import Router from '@koa/router'
+import { koaBody } from 'koa-body'
+import type { AwilixContainer } from 'awilix'
+import type { Logger } from 'pino'
+import qs from 'qs'
+import type { MamConfig } from '../config.js'
+import type { AuthService } from '../auth/service.js'
+import { can } from '../auth/principal.js'
+import type { FeatureService } from '../system/features.js'
+import type { CompiledRoute } from '../plugin/loader.js'
+import { MamError, forbidden, unauthenticated } from '../errors.js'
+import { validate } from './validation.js'
+import { limitError, mergeInput, parseQuery, qsOptions } from './params.js'
+import { sendProblem } from './problem.js'
+import type { MamContext, UploadedFile } from './context.js'
+
+export interface HttpDeps {
+  routes: CompiledRoute[]
+  container: AwilixContainer
+  auth: AuthService
+  features: FeatureService
+  config: MamConfig
+  log: Logger
+}
+
+export const API_PREFIX = '/api/v1'
+const REQUEST_ID = /^[\w.:-]{1,100}$/
+const OVERRIDABLE: Record<string, string> = { DELETE: 'DELETE', DESTROY: 'DELETE', PUT: 'PUT', PATCH: 'PATCH' }
+
+/**
+ * The request path of ARCHITECTURE.md §4: request id and problem bodies around everything, then per
+ * route: module switched on? → body → credentials (401) → access (403) → parameters (422) → handler.
+ * Credentials are checked before parameters so that nobody learns a route's rules without signing in.
+ */
+export function buildHttpApp(deps: HttpDeps): Koa {
+  const app = new Koa()
+  app.silent = true
+  extendContext(app, deps.container)
+  const router = new Router({ prefix: API_PREFIX })
+  const parsers = bodyParsers(deps.config)
+  for (const route of deps.routes) router.register(route.path, [route.method], routeHandler(route, deps, parsers) as any)
+  app.use(entry(deps))
+  app.use(router.routes())
+  app.use(router.allowedMethods({ throw: true }))
+  return app
+}
+
+function extendContext(app: Koa, container: AwilixContainer) {
+  Object.defineProperties(app.context, {
+    scope: {
+      get(this: any) {
+        return (this._scope ??= container.createScope())
+      },
+    },
+    em: {
+      get(this: any) {
+        return this.scope.resolve('em')
+      },
+    },
+  })
+  Object.assign(app.context, {
+    resolve(this: MamContext, name: string) {
+      return this.scope.resolve(name)
+    },
+    requireUser(this: MamContext) {
+      if (!this.user) throw unauthenticated()
+      return this.user
+    },
+  })
+}
+
+function entry(deps: HttpDeps): Koa.Middleware {
+  const { log } = deps
+  return async (ctx, next) => {
+    const started = performance.now()
+    const incoming = ctx.get('x-request-id')
+    const requestId = REQUEST_ID.test(incoming) ? incoming : randomUUID()
+    const c = ctx as unknown as MamContext
+    c.requestId = requestId
+    c.files = []
+    ctx.set('X-Request-Id', requestId)
+    if (ctx.path.endsWith('.json')) ctx.path = ctx.path.slice(0, -5)
+    if (ctx.method === 'POST') {
+      // DESTROY cannot pass Node's HTTP parser; clients tunnel it (and others) through POST
+      const override = (ctx.get('x-http-method-override') || methodParam(ctx.querystring)).toUpperCase()
+      if (OVERRIDABLE[override]) ctx.method = OVERRIDABLE[override]
+    }
+    try {
+      await next()
+      if (ctx.status === 404 && ctx.body === undefined) throw new MamError('not_found', `No route for ${ctx.method} ${ctx.path}`)
+    } catch (err) {
+      sendProblem(ctx, err, requestId, log)
+    } finally {
+      if (c.files.length) await Promise.all(c.files.map((f) => rm(f.tempPath, { force: true })))
+      const ms = Math.round((performance.now() - started) * 10) / 10
+      log.info({ req_id: requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms, user: c.user?.userId }, 'request')
+    }
+  }
+}
+
+const methodParam = (querystring: string) => (querystring.includes('_method=') ? String(qs.parse(querystring)._method ?? '') : '')
+
+interface BodyParsers {
+  plain: Koa.Middleware
+  multipart(route: CompiledRoute): Koa.Middleware
+}
+
+function bodyParsers(config: MamConfig): BodyParsers {
+  const common = {
+    json: true,
+    urlencoded: true,
+    text: false,
+    // clients send JSON scalars (a path as a JSON string) and JSON bodies on GET and DELETE
+    jsonStrict: false,
+    jsonLimit: config.limits.jsonBytes,
+    formLimit: config.limits.formBytes,
+    parsedMethods: ['POST', 'PUT', 'PATCH', 'GET', 'DELETE'] as any,
+    queryString: qsOptions(config.limits),
+    onError(err: Error) {
+      throw err instanceof RangeError ? limitError(err) : err
+    },
+  }
+  const uploadDir = path.join(config.dataDir, 'tmp', 'uploads')
+  return {
+    plain: koaBody({ ...common, multipart: false }),
+    multipart: (route) =>
+      koaBody({
+        ...common,
+        multipart: true,
+        formidable: {
+          uploadDir,
+          maxFileSize: route.multipart!.maxFileSize,
+          maxTotalFileSize: route.multipart!.maxFileSize * (route.multipart!.maxFiles ?? 1),
+          maxFiles: route.multipart!.maxFiles ?? 1,
+          keepExtensions: false,
+          createDirsFromUploads: false,
+          filename: () => randomUUID(),
+        } as any,
+      }),
+  }
+}
+
+const hasBody = (ctx: Koa.Context) => ctx.request.length > 0 || ctx.get('transfer-encoding') !== ''
+
+function routeHandler(route: CompiledRoute, deps: HttpDeps, parsers: BodyParsers) {
+  const { features, auth, config } = deps
+  const multipart = route.multipart ? parsers.multipart(route) : undefined
+  const queryOptions = qsOptions(config.limits)
+  const noop = async () => {}
+  return async (ctx: MamContext) => {
+    if (!features.isActive(route.plugin))
+      throw new MamError('module_inactive', `The module "${route.plugin}" is not active; an administrator can switch it on with PUT /api/v1/settings/activate_module`)
+
+    let body: unknown
+    if (hasBody(ctx)) {
+      if (ctx.is('multipart')) {
+        if (!multipart) throw new MamError('unsupported_media_type', 'This route does not take multipart uploads')
+        await ensureDir(path.join(config.dataDir, 'tmp', 'uploads'))
+        await multipart(ctx as any, noop)
+        ctx.files = collectFiles((ctx.request as any).files)
+        body = renest((ctx.request as any).body, queryOptions)
+      } else {
+        await parsers.plain(ctx as any, noop)
+        body = (ctx.request as any).body
+      }
+    }
+    const query = parseQuery(ctx.querystring, queryOptions)
+
+    const credential = credentialOf(ctx, query, body)
+    if (credential) ctx.user = (await auth.authenticate(credential)) ?? undefined
+    if (route.access !== 'public') {
+      if (!ctx.user) throw unauthenticated(credential ? 'The credentials are invalid, expired or revoked' : undefined)
+      if (route.access === 'admin' ? !ctx.user.isAdmin : route.access !== 'authenticated' && !can(ctx.user, route.access))
+        throw forbidden(route.access === 'admin' ? 'This action needs administrative privileges' : `This action needs the "${route.access}" capability`)
+    }
+
+    const pathParams = { ...ctx.params }
+    if (route.compiledParams) validate(route.compiledParams, pathParams, false)
+    ctx.params = pathParams
+    const input = mergeInput(query, body, pathParams, route.bodyKey)
+    ctx.typedInput = ctx.is('json') === 'json' && !ctx.querystring
+    if (route.compiledInput) validate(route.compiledInput, input, ctx.typedInput)
+    ctx.input = input
+
+    const result = await route.handler(ctx)
+    if (result !== undefined) ctx.body = result
+  }
+}
+
+function credentialOf(ctx: MamContext, query: Record<string, unknown>, body: any): string | undefined {
+  const header = ctx.get('authorization')
+  if (header) {
+    const m = /^Bearer\s+(\S+)$/i.exec(header)
+    if (m) return m[1]
+  }
+  const cookie = ctx.cookies.get('_auth_token')
+  if (cookie) return cookie
+  const param = query.auth_token ?? (body && typeof body === 'object' ? body.auth_token : undefined)
+  return typeof param === 'string' ? param : undefined
+}
+
+function collectFiles(files: Record<string, any> | undefined): UploadedFile[] {
+  const out: UploadedFile[] = []
+  for (const [field, value] of Object.entries(files ?? {})) {
+    for (const f of Array.isArray(value) ? value : [value]) {
+      out.push({ field, originalName: f.originalFilename ?? 'upload', tempPath: f.filepath, size: f.size, mimeType: f.mimetype ?? null })
+    }
+  }
+  return out
+}
+
+/** multipart fields arrive flat (`template[name]`); nest them like a form body */
+function renest(fields: Record<string, unknown> | undefined, options: qs.IParseOptions) {
+  if (!fields) return {}
+  const flat = new URLSearchParams()
+  for (const [k, v] of Object.entries(fields)) for (const item of Array.isArray(v) ? v : [v]) flat.append(k, String(item))
+  return parseQuery(flat.toString(), options)
+}
+
+const madeDirs = new Set<string>()
+async function ensureDir(dir: string) {
+  if (madeDirs.has(dir)) return
+  await mkdir(dir, { recursive: true })
+  madeDirs.add(dir)
+}

@@ -1,0 +1,40 @@
+import type { Context } from 'koa'
+import type { Logger } from 'pino'
+import { ERRORS, MamError, type ErrorCode } from '../errors.js'
+
+const BY_STATUS = new Map<number, ErrorCode>(
+  (Object.entries(ERRORS) as [ErrorCode, { status: number }][]).reverse().map(([code, e]) => [e.status, code]),
+)
+
+/** Maps anything thrown into a MamError: ours as they are, koa/http-errors by status, the rest as 500. */
+export function toMamError(err: unknown): MamError {
+  if (err instanceof MamError) return err
+  const e = err as { status?: number; statusCode?: number; expose?: boolean; message?: string; type?: string }
+  const status = e?.status ?? e?.statusCode
+  if (status && status >= 400 && status < 500 && BY_STATUS.has(status)) {
+    // body parser errors: malformed JSON (400), over the size limit (413), unsupported charset (415)
+    const detail = e.expose && e.message ? e.message : ERRORS[BY_STATUS.get(status)!].title
+    return new MamError(BY_STATUS.get(status)!, detail)
+  }
+  if (e?.message && /maxFileSize|maxTotalFileSize|maxFiles|maxFields/.test(e.message)) return new MamError('payload_too_large', 'The upload exceeds the size limit of this route')
+  return new MamError('internal', 'The server failed to handle this request; the request id identifies it in the logs')
+}
+
+export function sendProblem(ctx: Context, err: unknown, requestId: string, log: Logger): void {
+  const problem = toMamError(err)
+  if (problem.status >= 500 && problem.code === 'internal') log.error({ err, req_id: requestId }, 'unhandled error')
+  const { errors, headers, ...extra } = problem.extra
+  for (const [name, value] of Object.entries(headers ?? {})) ctx.set(name, value)
+  ctx.status = problem.status
+  ctx.type = 'application/problem+json'
+  ctx.body = {
+    type: `https://mamkit.dev/problems/${problem.code.replace(/_/g, '-')}`,
+    title: problem.title,
+    status: problem.status,
+    detail: problem.detail,
+    code: problem.code,
+    request_id: requestId,
+    ...(errors ? { errors } : {}),
+    ...extra,
+  }
+}

@@ -1,0 +1,120 @@
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
+import type { TSchema } from 'typebox'
+import { invalid, type ParamError } from '../errors.js'
+
+/**
+ * Query strings and form bodies carry only strings, so they are validated with type coercion
+ * ("5" → 5, "true" → true). JSON bodies are typed already and are validated strictly, except that
+ * "true"/"false" strings are accepted for booleans (one client sends them that way; wire.md).
+ */
+const coercing = new Ajv({ allErrors: true, coerceTypes: 'array', useDefaults: true, strict: false })
+const strict = new Ajv({ allErrors: true, coerceTypes: false, useDefaults: true, strict: false })
+
+export interface CompiledSchema {
+  schema: TSchema
+  coercing: ValidateFunction
+  strict: ValidateFunction
+}
+
+export function compileSchema(schema: TSchema): CompiledSchema {
+  return { schema, coercing: coercing.compile(schema), strict: strict.compile(schema) }
+}
+
+/** Validates in place (defaults and coercions are applied to `data`); throws a 422 naming each parameter. */
+export function validate(compiled: CompiledSchema, data: unknown, typed: boolean, prefix = ''): void {
+  const errors = check(compiled, data, typed, prefix)
+  if (errors.length) throw invalid(errors)
+}
+
+/** Like `validate`, but returns the errors so a caller can add its own checks before answering. */
+export function check(compiled: CompiledSchema, data: unknown, typed: boolean, prefix = ''): ParamError[] {
+  let fn = compiled.coercing
+  if (typed) {
+    normaliseBooleans(compiled.schema, data)
+    fn = compiled.strict
+  }
+  return fn(data) ? [] : paramErrors(fn.errors ?? [], prefix)
+}
+
+/** Ajv's `/template/name` → `template[name]` (the bracket form clients send). */
+export function bracketName(pointer: string, prefix = ''): string {
+  const parts = pointer.split('/').filter(Boolean).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
+  const all = prefix ? [prefix, ...parts] : parts
+  return all.map((p, i) => (i === 0 ? p : `[${p}]`)).join('')
+}
+
+export function paramErrors(errors: ErrorObject[], prefix = ''): ParamError[] {
+  const byParam = new Map<string, ParamError>()
+  // union branches repeat the same failure; the first, most specific message per parameter wins
+  const ordered = [...errors].sort((a, b) => Number(a.keyword === 'anyOf') - Number(b.keyword === 'anyOf'))
+  for (const e of ordered) {
+    let pointer = e.instancePath
+    if (e.keyword === 'required') pointer += `/${(e.params as { missingProperty: string }).missingProperty}`
+    if (e.keyword === 'additionalProperties')
+      pointer += `/${(e.params as { additionalProperty: string }).additionalProperty}`
+    const param = bracketName(pointer, prefix) || '(body)'
+    if (!byParam.has(param)) byParam.set(param, { param, message: describe(e) })
+  }
+  return [...byParam.values()]
+}
+
+function describe(e: ErrorObject): string {
+  const p = e.params as Record<string, any>
+  switch (e.keyword) {
+    case 'required':
+      return 'is required'
+    case 'additionalProperties':
+      return 'is not a known parameter'
+    case 'type':
+      return `must be ${article(String(p.type))}`
+    case 'enum':
+      return `must be one of: ${(p.allowedValues as unknown[]).join(', ')}`
+    case 'const':
+      return `must be ${JSON.stringify(p.allowedValue)}`
+    case 'minLength':
+      return p.limit === 1 ? 'must not be empty' : `must be at least ${p.limit} characters`
+    case 'maxLength':
+      return `must be at most ${p.limit} characters`
+    case 'pattern':
+      return 'has an invalid format'
+    case 'minimum':
+      return `must be at least ${p.limit}`
+    case 'maximum':
+      return `must be at most ${p.limit}`
+    case 'maxItems':
+      return `must have at most ${p.limit} elements`
+    case 'minItems':
+      return `must have at least ${p.limit} elements`
+    case 'anyOf':
+      return 'has an invalid type or value'
+    default:
+      return e.message ?? 'is invalid'
+  }
+}
+
+const article = (type: string) =>
+  ({ object: 'a hash', array: 'an array', string: 'a string', integer: 'an integer', number: 'a number', boolean: 'true or false', null: 'null' })[
+    type
+  ] ?? type.replace(/,/g, ' or ')
+
+/** "true"/"false" → booleans wherever the schema expects a boolean. */
+function normaliseBooleans(schema: any, data: any): any {
+  if (!schema || data === null || data === undefined) return data
+  if (accepts(schema, 'boolean') && (data === 'true' || data === 'false')) return data === 'true'
+  if (Array.isArray(data) && schema.items) {
+    for (let i = 0; i < data.length; i++) data[i] = normaliseBooleans(schema.items, data[i])
+  } else if (typeof data === 'object') {
+    const branches = [schema, ...(schema.anyOf ?? []), ...(schema.oneOf ?? []), ...(schema.allOf ?? [])]
+    for (const branch of branches) {
+      if (!branch.properties) continue
+      for (const key of Object.keys(branch.properties))
+        if (key in data) data[key] = normaliseBooleans(branch.properties[key], data[key])
+    }
+  }
+  return data
+}
+
+const accepts = (schema: any, type: string): boolean =>
+  schema.type === type ||
+  (Array.isArray(schema.type) && schema.type.includes(type)) ||
+  (schema.anyOf ?? []).some((s: any) => accepts(s, type))

@@ -1,0 +1,26 @@
+import { MamError } from '../errors.js'
+import type { RegisteredJob } from '../plugin/loader.js'
+import type { JobQueue } from './queue.js'
+import type { EnqueueOptions, JobRow } from './types.js'
+
+/** What handlers and plugins use (resolved as `jobs`): enqueue by type, read, cancel. */
+export class JobService {
+  constructor(
+    private readonly queue: JobQueue,
+    private readonly definitions: Map<string, RegisteredJob>,
+  ) {}
+
+  enqueue<P>(type: string, payload: P, options?: EnqueueOptions): Promise<JobRow> {
+    const def = this.definitions.get(type)
+    if (!def) throw new MamError('internal', `unknown job type "${type}"`)
+    return this.queue.enqueue(type, def.kind ?? 'generic', payload, { maxAttempts: def.maxAttempts, ...options })
+  }
+
+  get(id: number): Promise<JobRow | null> {
+    return this.queue.get(id)
+  }
+
+  cancel(id: number): Promise<JobRow | null> {
+    return this.queue.cancel(id)
+  }
+}

@@ -1,0 +1,76 @@
+import type { AwilixContainer } from 'awilix'
+import type { Logger } from 'pino'
+import type { EntityManager } from '../db/orm.js'
+
+export type JobState = 'queued' | 'running' | 'finished' | 'failed' | 'cancelled'
+/** which status endpoint shows the job: /status, /asset_status or /copy_to_status */
+export type JobKind = 'generic' | 'project' | 'asset' | 'copy_to'
+
+export interface JobContext<P = unknown> {
+  id: number
+  type: string
+  payload: P
+  /** 1 on the first run; higher when a crashed or failed run is retried */
+  attempt: number
+  /** aborted on cancellation, on shutdown, and when this process lost the job's lease */
+  signal: AbortSignal
+  /** 0..1; written with the next heartbeat */
+  progress(fraction: number): void
+  /** counts shown by the asset status endpoints */
+  count(success: number, failure: number): void
+  /** runs a CPU-bound function in a piscina worker thread; pass file paths, never file contents */
+  runWorker<T = unknown>(file: URL, task: unknown): Promise<T>
+  /** job-scoped DI container with its own EntityManager */
+  scope: AwilixContainer
+  em: EntityManager
+  resolve<T = any>(name: string): T
+  log: Logger
+}
+
+export interface JobDefinition<P = unknown> {
+  kind?: JobKind
+  /**
+   * Does the work. Jobs run at least once: a run cut short by a crash is repeated, so the handler
+   * must be idempotent (write to a temporary name, rename into place, check before acting).
+   */
+  handler(ctx: JobContext<P>): Promise<unknown>
+  /** attempts before the job is marked failed (default: config.jobs.maxAttempts) */
+  maxAttempts?: number
+  /** at most this many of this type run at once in one process */
+  concurrency?: number
+}
+
+export interface EnqueueOptions {
+  priority?: number
+  runAt?: Date
+  maxAttempts?: number
+  userId?: number | null
+  projectId?: number | null
+  editId?: number | null
+  assetId?: number | null
+}
+
+export interface JobRow {
+  id: number
+  type: string
+  kind: JobKind
+  state: JobState
+  payload: unknown
+  result: unknown
+  error: string | null
+  progress: number
+  attempts: number
+  max_attempts: number
+  priority: number
+  cancel_requested: boolean
+  user_id: number | null
+  project_id: number | null
+  edit_id: number | null
+  asset_id: number | null
+  success: number
+  failure: number
+  created_at: Date
+  updated_at: Date
+  started_at: Date | null
+  finished_at: Date | null
+}

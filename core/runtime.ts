@@ -1,0 +1,153 @@
+import type { Server } from 'node:http'
+import { asFunction, asValue, createContainer, InjectionMode, type AwilixContainer } from 'awilix'
+import type Koa from 'koa'
+import pino, { type Logger } from 'pino'
+import pg from 'pg'
+import { resolveConfig, type MamConfig, type MamConfigInput } from './config.js'
+import { EventBus } from './events.js'
+import { openDatabase, type Database } from './db/orm.js'
+import { migrate } from './db/migrator.js'
+import { loadPlugins, type LoadedPlugins } from './plugin/loader.js'
+import type { PluginDefinition } from './plugin/contract.js'
+import { AuthService } from './auth/service.js'
+import { FeatureService } from './system/features.js'
+import { corePlugin } from './system/plugin.js'
+import { JobQueue, NOTIFY_CHANNEL } from './jobs/queue.js'
+import { JobRunner } from './jobs/runner.js'
+import { JobService } from './jobs/service.js'
+import { buildHttpApp } from './http/app.js'
+
+export interface RuntimeOptions {
+  /** feature plugins; the core plugin is always added first */
+  plugins?: PluginDefinition[]
+  config?: MamConfigInput
+  logger?: Logger
+  /** run pending migrations at start (default true) */
+  migrate?: boolean
+  /** claim and run jobs in this process (default true) */
+  runJobs?: boolean
+}
+
+export function createLogger(config: Pick<MamConfig, 'logLevel'>): Logger {
+  return pino({ level: config.logLevel, base: { app: 'mamkit' } })
+}
+
+/** Registers every plugin without touching a database: enough to list routes or check a plugin. */
+export async function describePlugins(options: RuntimeOptions = {}): Promise<{ config: MamConfig; loaded: LoadedPlugins }> {
+  const config = resolveConfig(options.config)
+  const log = options.logger ?? createLogger({ logLevel: 'silent' })
+  const loaded = await loadPlugins([corePlugin, ...(options.plugins ?? [])], { config, log, events: new EventBus() })
+  return { config, loaded }
+}
+
+/**
+ * One mamkit instance: plugins loaded, database open and migrated, DI container, HTTP app and job
+ * runner. Hosts (the CLI server, embedding adapters, tests) create one and mount `callback()`.
+ */
+export class MamRuntime {
+  private listener?: pg.Client
+  private constructor(
+    readonly config: MamConfig,
+    readonly log: Logger,
+    readonly events: EventBus,
+    readonly loaded: LoadedPlugins,
+    readonly db: Database,
+    readonly container: AwilixContainer,
+    readonly features: FeatureService,
+    readonly jobs: JobService,
+    readonly runner: JobRunner,
+    readonly app: Koa,
+  ) {}
+
+  static async create(options: RuntimeOptions = {}): Promise<MamRuntime> {
+    const config = resolveConfig(options.config)
+    const log = options.logger ?? createLogger(config)
+    const events = new EventBus()
+    const loaded = await loadPlugins([corePlugin, ...(options.plugins ?? [])], { config, log, events })
+    const db = await openDatabase({
+      dataDir: config.dataDir,
+      databaseUrl: config.databaseUrl,
+      entities: loaded.plugins.flatMap((p) => p.entities ?? []),
+    })
+    try {
+      if (options.migrate !== false) {
+        const applied = await migrate(db, loaded.plugins.map((p) => ({ plugin: p.name, migrations: p.migrations ?? [] })))
+        if (applied.length) log.info({ applied }, 'migrations applied')
+      }
+      const features = new FeatureService(db.knex, loaded.plugins, events)
+      await features.sync()
+      const queue = new JobQueue(db.knex, db.dialect, events, { maxAttempts: config.jobs.maxAttempts })
+      const jobs = new JobService(queue, loaded.jobs)
+      const container = createContainer({ injectionMode: InjectionMode.PROXY, strict: true })
+      container.register({
+        config: asValue(config),
+        log: asValue(log),
+        events: asValue(events),
+        db: asValue(db),
+        orm: asValue(db.orm),
+        knex: asValue(db.knex),
+        features: asValue(features),
+        jobs: asValue(jobs),
+        capabilities: asValue(loaded.capabilities),
+        plugins: asValue(loaded.plugins),
+        auth: asValue(new AuthService(db.knex, config, events)),
+        em: asFunction(() => db.orm.em.fork()).scoped(),
+      })
+      for (const [name, { resolver }] of loaded.services) container.register(name, resolver as any)
+      const runner = new JobRunner(queue, loaded.jobs, container, config, events, log, (p) => features.isActive(p))
+      for (const plugin of loaded.plugins) {
+        if (!plugin.start) continue
+        const scope = container.createScope()
+        await plugin.start({ resolve: (name) => scope.resolve(name), config, log: log.child({ plugin: plugin.name }) })
+      }
+      const app = buildHttpApp({ routes: loaded.routes, container, auth: container.resolve('auth'), features, config, log })
+      const runtime = new MamRuntime(config, log, events, loaded, db, container, features, jobs, runner, app)
+      if (options.runJobs !== false) await runtime.startJobs()
+      return runtime
+    } catch (err) {
+      await db.close()
+      throw err
+    }
+  }
+
+  /** the Node request listener: `http.createServer(runtime.callback())` */
+  callback() {
+    return this.app.callback()
+  }
+
+  private async startJobs() {
+    this.runner.start()
+    if (this.db.dialect === 'postgresql') {
+      // jobs enqueued by another process wake this one at once instead of at the next poll
+      this.listener = new pg.Client({ connectionString: this.config.databaseUrl })
+      this.listener.on('error', (err: Error) => this.log.warn({ err }, 'job notification listener failed; polling continues'))
+      this.listener.on('notification', () => this.runner.wake())
+      await this.listener.connect()
+      await this.listener.query(`listen ${NOTIFY_CHANNEL}`)
+    }
+  }
+
+  /** Stops jobs (handing running ones back to the queue) and closes the database. */
+  async close(): Promise<void> {
+    await this.runner.close()
+    await this.listener?.end().catch(() => {})
+    await this.container.dispose()
+    await this.db.close()
+  }
+}
+
+/** Stops accepting connections and waits for in-flight requests (SIGTERM). */
+export function closeServer(server: Server, deadlineMs = 10_000): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      server.closeAllConnections()
+      resolve()
+    }, deadlineMs)
+    timer.unref()
+    server.close(() => {
+      clearTimeout(timer)
+      resolve()
+    })
+    server.closeIdleConnections()
+  })
+}

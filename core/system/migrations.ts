@@ -1,0 +1,82 @@
+import { timestamps, type Migration } from '../db/migrator.js'
+
+export const coreMigrations: Migration[] = [
+  {
+    name: '0001-auth-jobs-features',
+    async up(knex) {
+      await knex.schema.createTable('roles', (t) => {
+        t.increments('id')
+        t.string('name', 200).notNullable().unique()
+        t.json('role_matrix').notNullable()
+        t.boolean('builtin').notNullable().defaultTo(false)
+        timestamps(t)
+      })
+      await knex.schema.createTable('users', (t) => {
+        t.increments('id')
+        t.string('username', 200).notNullable().unique()
+        t.string('password_hash', 300)
+        t.string('firstname', 200)
+        t.string('lastname', 200)
+        t.string('email', 320)
+        t.integer('role_id').notNullable().references('roles.id')
+        timestamps(t)
+      })
+      await knex.schema.createTable('api_keys', (t) => {
+        t.increments('id')
+        t.string('name', 200).notNullable()
+        t.integer('user_id').notNullable().references('users.id').onDelete('CASCADE')
+        t.string('secret_hash', 64).notNullable()
+        t.timestamp('last_used_at', { useTz: true })
+        t.timestamp('expires_at', { useTz: true })
+        timestamps(t)
+        t.index(['user_id'])
+      })
+      await knex.schema.createTable('auth_tokens', (t) => {
+        t.increments('id')
+        t.integer('user_id').notNullable().references('users.id').onDelete('CASCADE')
+        t.string('secret_hash', 64).notNullable()
+        t.string('name', 200)
+        t.timestamp('last_seen_at', { useTz: true })
+        t.timestamp('expires_at', { useTz: true }).notNullable()
+        t.timestamp('revoked_at', { useTz: true })
+        timestamps(t)
+        t.index(['user_id'])
+      })
+      await knex.schema.createTable('jobs', (t) => {
+        t.increments('id')
+        t.string('type', 100).notNullable()
+        t.string('kind', 20).notNullable()
+        t.string('state', 20).notNullable()
+        t.text('payload')
+        t.text('result')
+        t.text('error')
+        t.float('progress').notNullable().defaultTo(0)
+        t.integer('attempts').notNullable().defaultTo(0)
+        t.integer('max_attempts').notNullable()
+        t.integer('priority').notNullable().defaultTo(0)
+        t.timestamp('run_at', { useTz: true }).notNullable()
+        t.timestamp('lease_until', { useTz: true })
+        t.string('locked_by', 100)
+        t.boolean('cancel_requested').notNullable().defaultTo(false)
+        t.integer('user_id')
+        t.integer('project_id')
+        t.integer('edit_id')
+        t.integer('asset_id')
+        t.integer('success').notNullable().defaultTo(0)
+        t.integer('failure').notNullable().defaultTo(0)
+        t.timestamp('started_at', { useTz: true })
+        t.timestamp('finished_at', { useTz: true })
+        timestamps(t)
+        // the claim query: runnable jobs by state, then due time
+        t.index(['state', 'run_at'])
+        t.index(['state', 'lease_until'])
+      })
+      await knex.schema.createTable('features', (t) => {
+        t.increments('id')
+        t.string('name', 100).notNullable().unique()
+        t.boolean('active').notNullable()
+        timestamps(t)
+      })
+    },
+  },
+]

@@ -1,0 +1,42 @@
+import { definePlugin } from '../plugin/contract.js'
+import { ApiKeySchema, AuthTokenSchema, RoleSchema, UserSchema, User } from '../auth/entities.js'
+import { createUser, ensureBuiltinRoles } from '../auth/accounts.js'
+import { SERVER_VERSION } from '../version.js'
+import type { EntityManager } from '../db/orm.js'
+import { coreMigrations } from './migrations.js'
+import { registerSessionRoutes } from './session-routes.js'
+import { registerApiKeyRoutes } from './api-key-routes.js'
+import { registerFeatureRoutes } from './feature-routes.js'
+import { registerStatusRoutes } from './status-routes.js'
+
+/** Versions of external tools in use (ffmpeg …), filled by the plugins that find them; shown by GET /version. */
+export const toolVersions = new Map<string, string>()
+
+/** The part of the core that speaks HTTP: login, API keys, features, version, job status. Always on. */
+export const corePlugin = definePlugin({
+  name: 'core',
+  title: 'Core',
+  version: SERVER_VERSION,
+  description: 'Authentication, API keys, modules, versions and job status',
+  required: true,
+  entities: [RoleSchema, UserSchema, ApiKeySchema, AuthTokenSchema],
+  migrations: coreMigrations,
+  capabilities: { admin: 'Administrative privileges: everything' },
+  register(api) {
+    registerSessionRoutes(api)
+    registerApiKeyRoutes(api)
+    registerFeatureRoutes(api, () => Object.fromEntries(toolVersions))
+    registerStatusRoutes(api)
+  },
+  async start({ resolve, log }) {
+    const em = resolve<EntityManager>('em')
+    await ensureBuiltinRoles(em)
+    const password = process.env.MAMKIT_ADMIN_PASSWORD
+    if (password && (await em.count(User)) === 0) {
+      await createUser(em, { username: 'admin', password, admin: true }).catch((err) => {
+        if (err?.code !== 'conflict') throw err // a second process created it first
+      })
+      log.info('created the administrator "admin" from MAMKIT_ADMIN_PASSWORD')
+    }
+  },
+})

@@ -1,0 +1,59 @@
+import { Type } from 'typebox'
+import type { RegisterApi } from '../plugin/contract.js'
+import type { MamContext } from '../http/context.js'
+import { AuthToken, User } from '../auth/entities.js'
+import { createAuthToken, serializeUser } from '../auth/accounts.js'
+import { verifyPassword } from '../auth/secrets.js'
+import { MamError, unauthenticated } from '../errors.js'
+import type { EventBus } from '../events.js'
+
+const COOKIE = '_auth_token'
+
+const LoginInput = Type.Object(
+  {
+    login: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    username: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    password: Type.String({ minLength: 1, maxLength: 1024 }),
+    /** device or application name shown in the user's session list */
+    name: Type.Optional(Type.String({ maxLength: 200 })),
+  },
+  { additionalProperties: false },
+)
+
+/** POST/GET/DELETE /session and /session/user_id: the legacy token login of wire.md. */
+export function registerSessionRoutes({ routes, config, events }: RegisterApi) {
+  routes.post('/session', { access: 'public', input: LoginInput, summary: 'log in with login and password' }, async (ctx) => {
+    const { login, username, password, name } = ctx.input
+    const who = login ?? username
+    if (!who) throw new MamError('invalid_parameters', 'login is required', { errors: [{ param: 'login', message: 'is required' }] })
+    const user = await ctx.em.findOne(User, { username: who }, { populate: ['role'] })
+    // verifyPassword spends the same time whether or not the user exists
+    if (!(await verifyPassword(password, user?.passwordHash ?? null)) || !user) throw unauthenticated('Invalid login or password')
+    const { secret } = await createAuthToken(ctx.em, user, config.auth.tokenTtlDays, name ?? ctx.get('user-agent').slice(0, 200) ?? null)
+    ctx.cookies.set(COOKIE, secret, { httpOnly: true, sameSite: 'lax', maxAge: config.auth.tokenTtlDays * 86_400_000, overwrite: true })
+    return { authentication_token: secret, user: serializeUser(user) }
+  })
+
+  routes.get('/session', { access: 'authenticated', summary: 'the signed-in user' }, async (ctx) => ({ user: await currentUser(ctx) }))
+
+  routes.delete('/session', { access: 'authenticated', summary: 'log out: revoke this login token' }, async (ctx) => {
+    const user = await currentUser(ctx)
+    if (ctx.user!.via === 'token') await revokeToken(ctx, ctx.user!.credentialId, events)
+    ctx.cookies.set(COOKIE, null)
+    return { user }
+  })
+
+  routes.get('/session/user_id', { access: 'authenticated', summary: 'the signed-in user id' }, (ctx) => ({
+    hash: { user_id: ctx.user!.userId },
+  }))
+}
+
+export async function currentUser(ctx: MamContext) {
+  const user = await ctx.em.findOneOrFail(User, ctx.user!.userId, { populate: ['role'] })
+  return serializeUser(user)
+}
+
+async function revokeToken(ctx: MamContext, id: number, events: EventBus) {
+  await ctx.em.nativeUpdate(AuthToken, { id }, { revokedAt: new Date() })
+  events.emit('auth.credential-revoked', { userId: ctx.user!.userId })
+}

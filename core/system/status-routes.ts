@@ -1,0 +1,48 @@
+import type { RegisterApi } from '../plugin/contract.js'
+import type { MamContext } from '../http/context.js'
+import { IdParams } from '../http/schemas.js'
+import { iso } from '../db/entity.js'
+import { notFound } from '../errors.js'
+import type { JobService } from '../jobs/service.js'
+import type { JobKind, JobRow } from '../jobs/types.js'
+
+export function serializeJob(job: JobRow) {
+  return {
+    id: job.id,
+    action: job.type,
+    state: job.state,
+    progress: job.progress,
+    error: job.error,
+    attempts: job.attempts,
+    cancel_requested: job.cancel_requested,
+    project_id: job.project_id,
+    edit_id: job.edit_id,
+    asset_id: job.asset_id,
+    success: job.success,
+    failure: job.failure,
+    result: job.result,
+    created_at: iso(job.created_at),
+    updated_at: iso(job.updated_at),
+    started_at: iso(job.started_at),
+    finished_at: iso(job.finished_at),
+  }
+}
+
+/** §4.14: job status. A job is visible to the user who started it and to administrators. */
+export function registerStatusRoutes({ routes }: RegisterApi) {
+  const show = (kinds: JobKind[] | null) => async (ctx: MamContext) => ({ job: serializeJob(await visibleJob(ctx, kinds)) })
+  routes.get('/status/:id', { access: 'authenticated', params: IdParams, summary: 'status of a job' }, show(null))
+  routes.get('/asset_status/:id', { access: 'authenticated', params: IdParams, summary: 'status of an asset job' }, show(['asset']))
+  routes.get('/copy_to_status/:id', { access: 'authenticated', params: IdParams, summary: 'status of a copy-to job' }, show(['copy_to']))
+  routes.delete('/status/:id', { access: 'authenticated', params: IdParams, summary: 'cancel a job' }, async (ctx) => {
+    const job = await visibleJob(ctx, null)
+    return { job: serializeJob((await ctx.resolve<JobService>('jobs').cancel(job.id))!) }
+  })
+}
+
+async function visibleJob(ctx: MamContext, kinds: JobKind[] | null): Promise<JobRow> {
+  const job = await ctx.resolve<JobService>('jobs').get(ctx.params.id)
+  const user = ctx.user!
+  if (!job || (kinds && !kinds.includes(job.kind)) || (!user.isAdmin && job.user_id !== user.userId)) throw notFound('job', ctx.params.id)
+  return job
+}

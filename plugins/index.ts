@@ -1,0 +1,8 @@
+import type { PluginDefinition } from '../core/plugin/contract.js'
+import { templatesPlugin } from './templates/index.js'
+import { rolesPlugin } from './roles/index.js'
+
+/** Every feature plugin that ships with mamkit, in no particular order (the loader sorts them). */
+export const builtinPlugins: PluginDefinition[] = [rolesPlugin, templatesPlugin]
+
+export { templatesPlugin, rolesPlugin }

@@ -1,0 +1,11 @@
+import { definePlugin } from '../../core/plugin/contract.js'
+import { registerRoleRoutes } from './routes.js'
+
+/** Role endpoints (§4.2). The Role entity itself belongs to the core, which needs it to authorise. */
+export const rolesPlugin = definePlugin({
+  name: 'roles',
+  title: 'Roles',
+  version: '1.0.0',
+  description: 'User roles and their capability matrix',
+  register: registerRoleRoutes,
+})

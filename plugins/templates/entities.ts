@@ -1,0 +1,25 @@
+import { EntitySchema, type Opt } from '@mikro-orm/core'
+import { BaseEntity, baseProperties } from '../../core/db/entity.js'
+import type { SubstitutionPattern } from './substitution.js'
+
+export class Template extends BaseEntity {
+  name!: string
+  templateType!: string
+  position: Opt<number> = 0
+  substitutionPatterns: Opt<SubstitutionPattern[]> = []
+  /** folder name below the templates root; follows the template's name */
+  folder!: string
+}
+
+export const TemplateSchema = new EntitySchema<Template, BaseEntity>({
+  class: Template,
+  tableName: 'templates',
+  properties: {
+    ...baseProperties,
+    name: { type: 'string', unique: true },
+    templateType: { type: 'string' },
+    position: { type: 'integer' },
+    substitutionPatterns: { type: 'json' },
+    folder: { type: 'string', unique: true },
+  },
+})

@@ -1,0 +1,54 @@
+import type { ParamError } from '../../core/errors.js'
+import { check } from '../../core/http/validation.js'
+import { PatternElement } from './schemas.js'
+import { patternErrors, type SubstitutionPattern } from './substitution.js'
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
+
+/**
+ * Reads `substitution_patterns` in any shape clients send and validates every element, naming each
+ * offending parameter as sent (`substitution_patterns[substitution_pattern][token]`,
+ * `substitution_patterns[0][pattern]` …). `undefined` means "not given": keep what is stored.
+ */
+export function readPatterns(raw: unknown, base: string, typed: boolean, errors: ParamError[]): SubstitutionPattern[] | undefined {
+  if (raw === undefined) return undefined
+  if (raw === null || raw === '') return []
+  const elements: Array<[string, unknown]> = []
+  const addList = (list: unknown[], prefix: string) =>
+    list.forEach((el, i) => {
+      if (isObject(el) && 'substitution_pattern' in el && Object.keys(el).length === 1) elements.push([`${prefix}[${i}][substitution_pattern]`, el.substitution_pattern])
+      else elements.push([`${prefix}[${i}]`, el])
+    })
+  if (Array.isArray(raw)) addList(raw, base)
+  else if (isObject(raw) && 'substitution_pattern' in raw && Object.keys(raw).length === 1) {
+    const inner = raw.substitution_pattern
+    if (Array.isArray(inner)) addList(inner, `${base}[substitution_pattern]`)
+    else elements.push([`${base}[substitution_pattern]`, inner])
+  } else if (isObject(raw) && Object.keys(raw).every((k) => /^\d+$/.test(k))) {
+    // qs turns large indices into object keys
+    addList(Object.keys(raw).sort((a, b) => +a - +b).map((k) => raw[k]), base)
+  } else {
+    errors.push({ param: base, message: 'must be a list of elements with token and pattern' })
+    return undefined
+  }
+
+  const patterns: SubstitutionPattern[] = []
+  const seen = new Set<string>()
+  for (const [name, el] of elements) {
+    if (!isObject(el)) {
+      errors.push({ param: name, message: 'must be a hash with token and pattern' })
+      continue
+    }
+    const found = check(PatternElement, el, typed, name)
+    if (found.length) {
+      errors.push(...found)
+      continue
+    }
+    const { token, pattern } = el as unknown as SubstitutionPattern
+    for (const message of patternErrors(pattern)) errors.push({ param: `${name}[pattern]`, message })
+    if (seen.has(token)) errors.push({ param: `${name}[token]`, message: `repeats the token "${token}"` })
+    seen.add(token)
+    patterns.push({ token, pattern })
+  }
+  return patterns
+}

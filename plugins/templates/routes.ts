@@ -1,0 +1,70 @@
+import type { RegisterApi } from '../../core/plugin/contract.js'
+import type { MamContext } from '../../core/http/context.js'
+import { IdParams } from '../../core/http/schemas.js'
+import { invalid, type ParamError } from '../../core/errors.js'
+import { DeleteInput, TemplateInput } from './schemas.js'
+import { readPatterns } from './patterns-input.js'
+import type { TemplateChanges, TemplateService } from './service.js'
+import { TEMPLATE_TYPES } from './types.js'
+
+const MANAGE = 'templates.manage'
+
+/** §4.1: all seven template endpoints. */
+export function registerTemplateRoutes({ routes }: RegisterApi) {
+  const service = (ctx: MamContext) => ctx.resolve<TemplateService>('templates')
+
+  routes.get('/templates', { access: 'authenticated', summary: 'list all templates' }, async (ctx) => {
+    const s = service(ctx)
+    return { templates: (await s.list(ctx.em)).map((t) => s.serialize(t)) }
+  })
+
+  routes.get('/templates/:id', { access: 'authenticated', params: IdParams, summary: 'show a template' }, async (ctx) => {
+    const s = service(ctx)
+    return { template: s.serialize(await s.get(ctx.em, ctx.params.id)) }
+  })
+
+  routes.post('/templates', { access: MANAGE, input: TemplateInput, summary: 'create a template' }, async (ctx) => {
+    const changes = readChanges(ctx, true)
+    const s = service(ctx)
+    ctx.status = 201
+    return { template: s.serialize(await s.create(ctx.em, changes as Required<TemplateChanges>)) }
+  })
+
+  routes.post('/templates/:id/duplicate', { access: MANAGE, params: IdParams, summary: 'copy a template and its folder' }, async (ctx) => {
+    const s = service(ctx)
+    ctx.status = 201
+    return { template: s.serialize(await s.duplicate(ctx.em, ctx.params.id)) }
+  })
+
+  routes.put('/templates/:id', { access: MANAGE, params: IdParams, input: TemplateInput, summary: 'update a template' }, async (ctx) => {
+    const s = service(ctx)
+    await s.get(ctx.em, ctx.params.id) // 404 before 422 for an unknown id
+    return { template: s.serialize(await s.update(ctx.em, ctx.params.id, readChanges(ctx, false))) }
+  })
+
+  routes.delete('/templates/:id', { access: MANAGE, params: IdParams, input: DeleteInput, summary: 'delete a template and its folder' }, async (ctx) => {
+    const s = service(ctx)
+    return { template: s.serialize(await s.remove(ctx.em, ctx.params.id, ctx.input.ignore_missing_directory)) }
+  })
+
+  routes.get('/template_types', { access: 'authenticated', summary: 'list all template types' }, () => ({ template_types: TEMPLATE_TYPES }))
+}
+
+/** `template[...]` plus `substitution_patterns` (top level or inside `template`), with the spec's required fields. */
+function readChanges(ctx: MamContext, creating: boolean): TemplateChanges {
+  const template = ctx.input.template ?? {}
+  const errors: ParamError[] = []
+  if (creating) {
+    if (template.name === undefined) errors.push({ param: 'template[name]', message: 'is required' })
+    if (template.template_type === undefined) errors.push({ param: 'template[template_type]', message: 'is required' })
+  }
+  const top = readPatterns(ctx.input.substitution_patterns, 'substitution_patterns', ctx.typedInput, errors)
+  const nested = readPatterns(template.substitution_patterns, 'template[substitution_patterns]', ctx.typedInput, errors)
+  if (errors.length) throw invalid(errors)
+  return {
+    name: template.name,
+    templateType: template.template_type,
+    position: template.position,
+    substitutionPatterns: top ?? nested,
+  }
+}
