@@ -20,3 +20,8 @@ export { MamRuntime, describePlugins, closeServer, type RuntimeOptions } from '.
 export { toolVersions } from './system/plugin.js'
 export { User, Role, ApiKey, AuthToken } from './auth/entities.js'
 export { createUser, createApiKey, serializeUser, ADMIN_ROLE, USER_ROLE } from './auth/accounts.js'
+export { UserViews, type UserDecorator, type UserJson } from './auth/user-views.js'
+export { LoginThrottle } from './auth/throttle.js'
+export { resolveInside, relativeSegments, isInside, safeName } from './storage/paths.js'
+export { Nullable, OneOf } from './http/schemas.js'
+export { check as checkParams, compileSchema } from './http/validation.js'

@@ -10,6 +10,8 @@ import { migrate } from './db/migrator.js'
 import { loadPlugins, type LoadedPlugins } from './plugin/loader.js'
 import type { PluginDefinition } from './plugin/contract.js'
 import { AuthService } from './auth/service.js'
+import { LoginThrottle } from './auth/throttle.js'
+import { UserViews } from './auth/user-views.js'
 import { FeatureService } from './system/features.js'
 import { corePlugin } from './system/plugin.js'
 import { JobQueue, NOTIFY_CHANNEL } from './jobs/queue.js'
@@ -91,6 +93,8 @@ export class MamRuntime {
         capabilities: asValue(loaded.capabilities),
         plugins: asValue(loaded.plugins),
         auth: asValue(new AuthService(db.knex, config, events)),
+        loginThrottle: asValue(new LoginThrottle()),
+        userViews: asValue(new UserViews()),
         em: asFunction(() => db.orm.em.fork()).scoped(),
       })
       for (const [name, { resolver }] of loaded.services) container.register(name, resolver as any)

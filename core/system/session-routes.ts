@@ -2,10 +2,12 @@ import { Type } from 'typebox'
 import type { RegisterApi } from '../plugin/contract.js'
 import type { MamContext } from '../http/context.js'
 import { AuthToken, User } from '../auth/entities.js'
-import { createAuthToken, serializeUser } from '../auth/accounts.js'
+import { createAuthToken } from '../auth/accounts.js'
+import type { UserViews } from '../auth/user-views.js'
 import { verifyPassword } from '../auth/secrets.js'
 import { MamError, unauthenticated } from '../errors.js'
 import type { EventBus } from '../events.js'
+import type { LoginThrottle } from '../auth/throttle.js'
 
 const COOKIE = '_auth_token'
 
@@ -26,12 +28,19 @@ export function registerSessionRoutes({ routes, config, events }: RegisterApi) {
     const { login, username, password, name } = ctx.input
     const who = login ?? username
     if (!who) throw new MamError('invalid_parameters', 'login is required', { errors: [{ param: 'login', message: 'is required' }] })
+    const throttle = ctx.resolve<LoginThrottle>('loginThrottle')
+    const keys = [`user:${who.toLowerCase()}`, `ip:${ctx.ip}`]
+    throttle.check(keys)
     const user = await ctx.em.findOne(User, { username: who }, { populate: ['role'] })
     // verifyPassword spends the same time whether or not the user exists
-    if (!(await verifyPassword(password, user?.passwordHash ?? null)) || !user) throw unauthenticated('Invalid login or password')
-    const { secret } = await createAuthToken(ctx.em, user, config.auth.tokenTtlDays, name ?? ctx.get('user-agent').slice(0, 200) ?? null)
+    if (!(await verifyPassword(password, user?.passwordHash ?? null)) || !user) {
+      throttle.fail(keys)
+      throw unauthenticated('Invalid login or password')
+    }
+    throttle.succeed([keys[0]])
+    const { secret } = await createAuthToken(ctx.em, user, config.auth.tokenTtlDays, name ?? (ctx.get('user-agent').slice(0, 200) || null))
     ctx.cookies.set(COOKIE, secret, { httpOnly: true, sameSite: 'lax', maxAge: config.auth.tokenTtlDays * 86_400_000, overwrite: true })
-    return { authentication_token: secret, user: serializeUser(user) }
+    return { authentication_token: secret, user: await ctx.resolve<UserViews>('userViews').one(ctx.em, user) }
   })
 
   routes.get('/session', { access: 'authenticated', summary: 'the signed-in user' }, async (ctx) => ({ user: await currentUser(ctx) }))
@@ -50,7 +59,7 @@ export function registerSessionRoutes({ routes, config, events }: RegisterApi) {
 
 export async function currentUser(ctx: MamContext) {
   const user = await ctx.em.findOneOrFail(User, ctx.user!.userId, { populate: ['role'] })
-  return serializeUser(user)
+  return ctx.resolve<UserViews>('userViews').one(ctx.em, user)
 }
 
 async function revokeToken(ctx: MamContext, id: number, events: EventBus) {
