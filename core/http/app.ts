@@ -61,6 +61,11 @@ function extendContext(app: Koa, container: AwilixContainer) {
         return this.scope.resolve('em')
       },
     },
+    app_client: {
+      get(this: any) {
+        return (this._appClient ??= appClient(this))
+      },
+    },
   })
   Object.assign(app.context, {
     resolve(this: MamContext, name: string) {
@@ -100,6 +105,13 @@ function entry(deps: HttpDeps): Koa.Middleware {
       log.info({ req_id: requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms, user: c.user?.userId }, 'request')
     }
   }
+}
+
+/** the desktop application's headers (spec §5); header values are capped, never trusted as paths */
+function appClient(ctx: Koa.Context) {
+  const edit = ctx.get('x-app-edit').slice(0, 200)
+  const uidGids = ctx.get('x-app-uidgids').slice(0, 200)
+  return { isApp: ctx.get('x-app-client') !== '', edit: edit || undefined, uidGids: uidGids || undefined }
 }
 
 const methodParam = (querystring: string) => (querystring.includes('_method=') ? String(qs.parse(querystring)._method ?? '') : '')
