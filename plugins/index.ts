@@ -1,8 +1,9 @@
 import type { PluginDefinition } from '../core/plugin/contract.js'
 import { templatesPlugin } from './templates/index.js'
 import { rolesPlugin } from './roles/index.js'
+import { identityPlugin } from './identity/index.js'
 
 /** Every feature plugin that ships with mamkit, in no particular order (the loader sorts them). */
-export const builtinPlugins: PluginDefinition[] = [rolesPlugin, templatesPlugin]
+export const builtinPlugins: PluginDefinition[] = [rolesPlugin, identityPlugin, templatesPlugin]
 
-export { templatesPlugin, rolesPlugin }
+export { templatesPlugin, rolesPlugin, identityPlugin }

@@ -26,7 +26,7 @@ export function checkPassword(password: string, param = 'password'): void {
 
 export async function createUser(
   em: EntityManager,
-  input: { username: string; password?: string | null; admin?: boolean; roleId?: number; firstname?: string; lastname?: string; email?: string },
+  input: { username: string; password?: string | null; admin?: boolean; roleId?: number; firstname?: string | null; lastname?: string | null; email?: string | null },
 ): Promise<User> {
   if (!/^[A-Za-z0-9._@-]{1,100}$/.test(input.username))
     throw invalidParam('username', 'must be 1 to 100 letters, digits or . _ @ -')
@@ -55,9 +55,9 @@ export async function createApiKey(em: EntityManager, user: User, name: string):
   return { key, secret: formatCredential('api_key', key.id, secret) }
 }
 
-export async function createAuthToken(em: EntityManager, user: User, ttlDays: number, name: string | null = null) {
+export async function createAuthToken(em: EntityManager, user: User, ttlDays: number, name: string | null = null, app: string | null = null) {
   const { secret, hash } = newSecret()
-  const token = em.create(AuthToken, { user, secretHash: hash, name, expiresAt: new Date(Date.now() + ttlDays * 86_400_000) })
+  const token = em.create(AuthToken, { user, secretHash: hash, name, app, expiresAt: new Date(Date.now() + ttlDays * 86_400_000) })
   await em.flush()
   return { token, secret: formatCredential('token', token.id, secret) }
 }

@@ -33,6 +33,7 @@ export class AuthToken extends BaseEntity {
   user!: User
   secretHash!: string
   name: string | null = null
+  app: string | null = null
   lastSeenAt: Date | null = null
   expiresAt!: Date
   revokedAt: Date | null = null
@@ -84,6 +85,7 @@ export const AuthTokenSchema = new EntitySchema<AuthToken, BaseEntity>({
     user: { kind: 'm:1', entity: () => User, deleteRule: 'cascade' },
     secretHash: { type: 'string', hidden: true },
     name: { type: 'string', nullable: true },
+    app: { type: 'string', nullable: true },
     lastSeenAt: { type: 'Date', nullable: true },
     expiresAt: { type: 'Date' },
     revokedAt: { type: 'Date', nullable: true },

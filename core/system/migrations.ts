@@ -79,4 +79,13 @@ export const coreMigrations: Migration[] = [
       })
     },
   },
+  {
+    name: '0002-auth-token-app',
+    async up(knex) {
+      // which client opened a login session (the desktop app, a browser, a script), shown in session lists
+      await knex.schema.alterTable('auth_tokens', (t) => {
+        t.string('app', 200)
+      })
+    },
+  },
 ]

@@ -38,7 +38,7 @@ export function registerSessionRoutes({ routes, config, events }: RegisterApi) {
       throw unauthenticated('Invalid login or password')
     }
     throttle.succeed([keys[0]])
-    const { secret } = await createAuthToken(ctx.em, user, config.auth.tokenTtlDays, name ?? (ctx.get('user-agent').slice(0, 200) || null))
+    const { secret } = await createAuthToken(ctx.em, user, config.auth.tokenTtlDays, name ?? null, clientApp(ctx))
     ctx.cookies.set(COOKIE, secret, { httpOnly: true, sameSite: 'lax', maxAge: config.auth.tokenTtlDays * 86_400_000, overwrite: true })
     return { authentication_token: secret, user: await ctx.resolve<UserViews>('userViews').one(ctx.em, user) }
   })
@@ -65,4 +65,10 @@ export async function currentUser(ctx: MamContext) {
 async function revokeToken(ctx: MamContext, id: number, events: EventBus) {
   await ctx.em.nativeUpdate(AuthToken, { id }, { revokedAt: new Date() })
   events.emit('auth.credential-revoked', { userId: ctx.user!.userId })
+}
+
+/** what kind of client opened a session: the desktop app says so (X-APP-CLIENT), others by user agent */
+export function clientApp(ctx: MamContext): string | null {
+  if (ctx.app_client.isApp) return ctx.app_client.edit ? `app (${ctx.app_client.edit})` : 'app'
+  return ctx.get('user-agent').slice(0, 200) || null
 }

@@ -1,0 +1,72 @@
+import { asFunction, asValue } from 'awilix'
+import { definePlugin } from '../../core/plugin/contract.js'
+import type { Knex, EntityManager } from '../../core/db/orm.js'
+import type { MamConfig } from '../../core/config.js'
+import { User } from '../../core/auth/entities.js'
+import type { UserViews } from '../../core/auth/user-views.js'
+import { identityEntities, Team } from './entities.js'
+import { migrations } from './migrations.js'
+import { TeamService } from './teams-service.js'
+import { AccessRightService } from './access-rights.js'
+import { Mailer, mailSettings } from './mailer.js'
+import { registerUserRoutes } from './users-routes.js'
+import { registerTeamRoutes } from './teams-routes.js'
+import { registerSettingsRoutes } from './settings-routes.js'
+import { registerSessionContainerRoutes } from './sessions-routes.js'
+import { registerProofKeyRoutes } from './proof-keys.js'
+
+export { TeamService } from './teams-service.js'
+export { AccessRightService, type ProtectedType, type Right } from './access-rights.js'
+export { Team, AccessRight } from './entities.js'
+export { Mailer } from './mailer.js'
+
+/**
+ * Who someone is and what they may touch: users, teams, access rights, login sessions, proof keys
+ * and invitations (spec §4.3, §4.21, §4.23, §4.25). Projects, galleries and sequences mount the
+ * access-right routes of `accessRights` under their own prefix.
+ */
+export const identityPlugin = definePlugin({
+  name: 'identity',
+  title: 'Users, teams and access rights',
+  version: '1.0.0',
+  description: 'Users, teams, access rights, login sessions, PKCE proof keys and invitations',
+  entities: identityEntities,
+  migrations,
+  register(api) {
+    api.provide('teams', asFunction(({ knex }: { knex: Knex }) => new TeamService(knex)).singleton())
+    api.provide('accessRights', asFunction(({ knex }: { knex: Knex }) => new AccessRightService(knex)).singleton())
+    api.provide('mailer', asValue(new Mailer(mailSettings(api.config))))
+    registerUserRoutes(api)
+    registerTeamRoutes(api)
+    registerSettingsRoutes(api)
+    registerSessionContainerRoutes(api)
+    registerProofKeyRoutes(api)
+  },
+  async start({ resolve }) {
+    const em = resolve<EntityManager>('em')
+    const teams = resolve<TeamService>('teams')
+    const withoutTeam = await em.find(User, { id: { $nin: em.createQueryBuilder(Team, 't').select('t.owner_id').where({ owner: { $ne: null } }).getKnexQuery() as any } })
+    for (const user of withoutTeam) await teams.ensureOwnTeam(em, user)
+    resolve<UserViews>('userViews').add(async (em, users, json) => {
+      if (users.length === 0) return
+      const ids = users.map((u) => u.id)
+      const knex = resolve<Knex>('knex')
+      const memberships = await knex('team_memberships as m')
+        .join('teams as t', 't.id', 'm.team_id')
+        .whereIn('m.user_id', ids)
+        .orderBy('t.name')
+        .select('m.user_id', 't.id', 't.name', 't.owner_id')
+      for (const [i, user] of users.entries()) {
+        const mine = memberships.filter((m: any) => Number(m.user_id) === user.id)
+        // users created outside this plugin (the CLI, the core) get their own team on first sight
+        const own: { id: number; name: string } = mine.find((m: any) => Number(m.owner_id) === user.id) ?? (await teams.ensureOwnTeam(em, user))
+        const list = mine.map((m: any) => ({ id: Number(m.id), name: m.name as string }))
+        if (!list.some((t) => t.id === Number(own.id))) list.push({ id: Number(own.id), name: own.name })
+        json[i].own_team_id = Number(own.id)
+        json[i].teams = list
+      }
+    })
+  },
+})
+
+export type { MamConfig }

@@ -1,0 +1,84 @@
+import { createReadStream } from 'node:fs'
+import { mkdir, open, rename, rm } from 'node:fs/promises'
+import path from 'node:path'
+import { Type } from 'typebox'
+import type { RegisterApi } from '../../core/plugin/contract.js'
+import type { MamContext } from '../../core/http/context.js'
+import { IdParam } from '../../core/http/schemas.js'
+import { MamError, forbidden, notFound } from '../../core/errors.js'
+import { UserSettings } from './entities.js'
+import { SettingsInput } from './schemas.js'
+import { findUser } from './users-routes.js'
+
+const UserParams = Type.Object({ user_id: IdParam })
+const MAX_BACKGROUND_BYTES = 10 * 1024 * 1024
+
+/** recognised by their first bytes, never by the name the client gave */
+const IMAGE_TYPES: Array<{ ext: string; mime: string; magic: (b: Buffer) => boolean }> = [
+  { ext: 'jpg', mime: 'image/jpeg', magic: (b) => b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff },
+  { ext: 'png', mime: 'image/png', magic: (b) => b.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])) },
+  { ext: 'webp', mime: 'image/webp', magic: (b) => b.subarray(0, 4).toString('latin1') === 'RIFF' && b.subarray(8, 12).toString('latin1') === 'WEBP' },
+]
+
+async function sniff(file: string) {
+  const handle = await open(file, 'r')
+  try {
+    const { buffer, bytesRead } = await handle.read(Buffer.alloc(16), 0, 16, 0)
+    return IMAGE_TYPES.find((t) => t.magic(buffer.subarray(0, bytesRead)))
+  } finally {
+    await handle.close()
+  }
+}
+
+/** GET/PUT /users/:user_id/settings and PUT /users/:user_id/background (plus GET to fetch it). */
+export function registerSettingsRoutes({ routes, config }: RegisterApi) {
+  const own = async (ctx: MamContext) => {
+    if (ctx.params.user_id !== ctx.user!.userId && !ctx.user!.isAdmin) throw forbidden("Only the user and administrators see a user's settings")
+    const user = await findUser(ctx, ctx.params.user_id)
+    return (await ctx.em.findOne(UserSettings, { user })) ?? ctx.em.create(UserSettings, { user, settings: {} })
+  }
+  const folder = (userId: number) => path.join(config.dataDir, 'users', String(userId))
+  const show = (s: UserSettings) => ({
+    user_id: s.user.id,
+    ...s.settings,
+    background_url: s.backgroundFile ? `/api/v1/users/${s.user.id}/background` : null,
+  })
+
+  routes.get('/users/:user_id/settings', { access: 'authenticated', params: UserParams, summary: "a user's settings" }, async (ctx) => ({
+    settings: show(await own(ctx)),
+  }))
+
+  routes.put('/users/:user_id/settings', { access: 'authenticated', params: UserParams, input: SettingsInput, summary: "change a user's settings (unknown keys are refused)" }, async (ctx) => {
+    const s = await own(ctx)
+    s.settings = { ...s.settings, ...ctx.input.settings }
+    await ctx.em.flush()
+    return { settings: show(s) }
+  })
+
+  routes.put(
+    '/users/:user_id/background',
+    { access: 'authenticated', params: UserParams, multipart: { maxFileSize: MAX_BACKGROUND_BYTES }, summary: 'set a custom background image (JPEG, PNG or WebP)' },
+    async (ctx) => {
+      const s = await own(ctx)
+      const upload = ctx.files.find((f) => f.field === 'background') ?? ctx.files[0]
+      if (!upload) throw new MamError('invalid_parameters', 'background is required', { errors: [{ param: 'background', message: 'is required (a multipart file)' }] })
+      const type = await sniff(upload.tempPath)
+      if (!type) throw new MamError('unsupported_media_type', 'The background must be a JPEG, PNG or WebP image')
+      const dir = folder(s.user.id)
+      await mkdir(dir, { recursive: true })
+      const name = `background.${type.ext}`
+      await rename(upload.tempPath, path.join(dir, name))
+      if (s.backgroundFile && s.backgroundFile !== name) await rm(path.join(dir, s.backgroundFile), { force: true })
+      s.backgroundFile = name
+      await ctx.em.flush()
+      return { settings: show(s) }
+    },
+  )
+
+  routes.get('/users/:user_id/background', { access: 'authenticated', params: UserParams, summary: "a user's background image" }, async (ctx) => {
+    const s = await own(ctx)
+    if (!s.backgroundFile) throw notFound('background of user', s.user.id)
+    ctx.type = IMAGE_TYPES.find((t) => s.backgroundFile!.endsWith(t.ext))!.mime
+    ctx.body = createReadStream(path.join(folder(s.user.id), s.backgroundFile))
+  })
+}

@@ -1,0 +1,108 @@
+import { Type } from 'typebox'
+import type { RegisterApi } from '../../core/plugin/contract.js'
+import type { MamContext } from '../../core/http/context.js'
+import { IdParam, IdParams } from '../../core/http/schemas.js'
+import { User } from '../../core/auth/entities.js'
+import type { UserViews } from '../../core/auth/user-views.js'
+import { conflict, forbidden, invalidParam } from '../../core/errors.js'
+import { AccessRight, Team, TeamMembership } from './entities.js'
+import { TeamInput } from './schemas.js'
+import type { TeamService } from './teams-service.js'
+import type { AccessRightService } from './access-rights.js'
+import { findUser } from './users-routes.js'
+
+const TeamUserParams = Type.Object({ team_id: IdParam, user_id: IdParam })
+const UserTeamParams = Type.Object({ user_id: IdParam, team_id: IdParam })
+const UserParams = Type.Object({ user_id: IdParam })
+
+/** §4.25 teams and memberships, and GET /teams/:id/access_rights (§4.3). */
+export function registerTeamRoutes({ routes, events }: RegisterApi) {
+  const teams = (ctx: MamContext) => ctx.resolve<TeamService>('teams')
+  const showTeam = async (ctx: MamContext, team: Team) => teams(ctx).one(ctx.em, team)
+  const showUser = async (ctx: MamContext, user: User) => ctx.resolve<UserViews>('userViews').one(ctx.em, user)
+  // team membership decides access: cached principals must see it at once
+  const changed = (userId: number) => events.emit('auth.user-changed', { userId })
+
+  routes.get('/teams', { access: 'authenticated', summary: 'list teams' }, async (ctx) => ({
+    teams: await teams(ctx).serialize(ctx.em, await ctx.em.find(Team, {}, { orderBy: { name: 'asc' } })),
+  }))
+
+  routes.get('/teams/user_owned', { access: 'authenticated', summary: "users' own teams (administrators: all; others: their own)" }, async (ctx) => {
+    const where = ctx.user!.isAdmin ? { owner: { $ne: null } } : { owner: ctx.user!.userId }
+    return { teams: await teams(ctx).serialize(ctx.em, await ctx.em.find(Team, where, { orderBy: { name: 'asc' } })) }
+  })
+
+  routes.get('/teams/:id', { access: 'authenticated', params: IdParams, summary: 'show a team' }, async (ctx) => ({
+    team: await showTeam(ctx, await teams(ctx).get(ctx.em, ctx.params.id)),
+  }))
+
+  routes.post('/teams', { access: 'admin', input: TeamInput, summary: 'create a team' }, async (ctx) => {
+    const fields = ctx.input.team ?? {}
+    if (!fields.name) throw invalidParam('team[name]', 'is required')
+    if (await ctx.em.count(Team, { name: fields.name })) throw conflict(`A team named "${fields.name}" exists already`)
+    const team = ctx.em.create(Team, { name: fields.name, quota: fields.quota ?? null })
+    await ctx.em.flush()
+    ctx.status = 201
+    return { teams: await showTeam(ctx, team) } // wire.md: one object under the plural key
+  })
+
+  routes.put('/teams/:id', { access: 'admin', params: IdParams, input: TeamInput, summary: 'update a team' }, async (ctx) => {
+    const team = await teams(ctx).get(ctx.em, ctx.params.id)
+    const fields = ctx.input.team ?? {}
+    if (fields.name !== undefined && fields.name !== team.name) {
+      if (await ctx.em.count(Team, { name: fields.name })) throw conflict(`A team named "${fields.name}" exists already`)
+      team.name = fields.name
+    }
+    if (fields.quota !== undefined) {
+      team.quota = fields.quota
+      team.quotaMailSent = false
+    }
+    await ctx.em.flush()
+    return { team: await showTeam(ctx, team) }
+  })
+
+  routes.delete('/teams/:id', { access: 'admin', params: IdParams, summary: 'delete a team and its rights' }, async (ctx) => {
+    const team = await teams(ctx).get(ctx.em, ctx.params.id)
+    if (team.owner) throw conflict(`"${team.name}" is the own team of a user; it goes when the user is deleted`)
+    const body = { team: await showTeam(ctx, team) }
+    const members = await ctx.em.find(TeamMembership, { team })
+    await ctx.em.remove(team).flush()
+    for (const m of members) changed(m.user.id)
+    return body
+  })
+
+  const join = async (ctx: MamContext, add: boolean) => {
+    const team = await teams(ctx).get(ctx.em, ctx.params.team_id)
+    const user = await findUser(ctx, ctx.params.user_id)
+    await (add ? teams(ctx).addMember(ctx.em, team, user) : teams(ctx).removeMember(ctx.em, team, user))
+    changed(user.id)
+    return { team, user }
+  }
+  routes.post('/teams/:team_id/users/:user_id', { access: 'admin', params: TeamUserParams, summary: 'add a user to a team' }, async (ctx) => ({ team: await showTeam(ctx, (await join(ctx, true)).team) }))
+  routes.delete('/teams/:team_id/users/:user_id', { access: 'admin', params: TeamUserParams, summary: 'remove a user from a team' }, async (ctx) => ({ team: await showTeam(ctx, (await join(ctx, false)).team) }))
+  routes.post('/users/:user_id/teams/:team_id', { access: 'admin', params: UserTeamParams, summary: 'add a user to a team' }, async (ctx) => ({ user: await showUser(ctx, (await join(ctx, true)).user) }))
+  routes.delete('/users/:user_id/teams/:team_id', { access: 'admin', params: UserTeamParams, summary: 'remove a user from a team' }, async (ctx) => ({ user: await showUser(ctx, (await join(ctx, false)).user) }))
+
+  routes.post('/users/:user_id/assign_to_all_teams', { access: 'admin', params: UserParams, summary: 'add a user to every shared team' }, async (ctx) => {
+    const user = await findUser(ctx, ctx.params.user_id)
+    for (const team of await ctx.em.find(Team, { owner: null })) await teams(ctx).addMember(ctx.em, team, user)
+    changed(user.id)
+    return { user: await showUser(ctx, user) }
+  })
+
+  routes.delete('/users/:user_id/remove_from_all_teams', { access: 'admin', params: UserParams, summary: 'remove a user from every team but their own' }, async (ctx) => {
+    const user = await findUser(ctx, ctx.params.user_id)
+    const shared = await ctx.em.find(Team, { owner: null })
+    if (shared.length) await ctx.em.nativeDelete(TeamMembership, { user, team: { $in: shared } })
+    changed(user.id)
+    return { user: await showUser(ctx, user) }
+  })
+
+  routes.get('/teams/:id/access_rights', { access: 'authenticated', params: IdParams, summary: "a team's rights on every object" }, async (ctx) => {
+    const team = await teams(ctx).get(ctx.em, ctx.params.id)
+    const member = await ctx.em.count(TeamMembership, { team, user: ctx.user!.userId })
+    if (!member && !ctx.user!.isAdmin) throw forbidden('Only members of the team and administrators see its rights')
+    const rights = await ctx.em.find(AccessRight, { team }, { populate: ['team'], orderBy: { objectType: 'asc', objectId: 'asc' } })
+    return { access_rights: rights.map((r) => ctx.resolve<AccessRightService>('accessRights').serialize(r)) }
+  })
+}

@@ -1,0 +1,77 @@
+import type { EntityManager } from '../../core/db/orm.js'
+import type { Knex } from '../../core/db/orm.js'
+import { iso } from '../../core/db/entity.js'
+import type { User } from '../../core/auth/entities.js'
+import { conflict, notFound } from '../../core/errors.js'
+import { Team, TeamMembership } from './entities.js'
+
+/** Teams and memberships; resolved by other plugins as `teams`. */
+export class TeamService {
+  constructor(private readonly knex: Knex) {}
+
+  async get(em: EntityManager, id: number): Promise<Team> {
+    const team = await em.findOne(Team, id)
+    if (!team) throw notFound('team', id)
+    return team
+  }
+
+  /** Every user has a team of their own, named after them, so rights can be granted to one person. */
+  async ensureOwnTeam(em: EntityManager, user: User): Promise<Team> {
+    const existing = await em.findOne(Team, { owner: user })
+    if (existing) return existing
+    let name = user.username
+    for (let n = 2; await em.count(Team, { name }); n++) name = `${user.username} (${n})`
+    const team = em.create(Team, { name, owner: user, quota: null })
+    em.create(TeamMembership, { team, user })
+    await em.flush()
+    return team
+  }
+
+  async addMember(em: EntityManager, team: Team, user: User): Promise<void> {
+    if (await em.count(TeamMembership, { team, user })) return
+    em.create(TeamMembership, { team, user })
+    await em.flush()
+  }
+
+  async removeMember(em: EntityManager, team: Team, user: User): Promise<void> {
+    if (team.owner?.id === user.id) throw conflict(`"${team.name}" is the own team of ${user.username}; they cannot leave it`)
+    await em.nativeDelete(TeamMembership, { team, user })
+  }
+
+  /** team ids of a user: the basis of every access check */
+  async teamIdsOf(userId: number): Promise<number[]> {
+    const rows = await this.knex('team_memberships').where({ user_id: userId }).select('team_id')
+    return rows.map((r: { team_id: number }) => Number(r.team_id))
+  }
+
+  async serialize(em: EntityManager, teams: Team[]) {
+    const members = teams.length
+      ? await this.knex('team_memberships as m')
+          .join('users as u', 'u.id', 'm.user_id')
+          .whereIn(
+            'm.team_id',
+            teams.map((t) => t.id),
+          )
+          .orderBy('u.username')
+          .select('m.team_id', 'u.id', 'u.username', 'u.firstname', 'u.lastname')
+      : []
+    return teams.map((t) => ({
+      id: t.id,
+      name: t.name,
+      quota: t.quota,
+      quota_mail_sent: t.quotaMailSent,
+      space_used: t.spaceUsed,
+      user_owned: t.owner !== null,
+      owner_id: t.owner?.id ?? null,
+      users: members
+        .filter((m: any) => Number(m.team_id) === t.id)
+        .map((m: any) => ({ id: Number(m.id), username: m.username, firstname: m.firstname, lastname: m.lastname })),
+      created_at: iso(t.createdAt),
+      updated_at: iso(t.updatedAt),
+    }))
+  }
+
+  async one(em: EntityManager, team: Team) {
+    return (await this.serialize(em, [team]))[0]
+  }
+}
