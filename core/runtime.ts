@@ -12,6 +12,7 @@ import type { PluginDefinition } from './plugin/contract.js'
 import { AuthService } from './auth/service.js'
 import { LoginThrottle } from './auth/throttle.js'
 import { UserViews } from './auth/user-views.js'
+import { StorageRegistry } from './storage/storages.js'
 import { FeatureService } from './system/features.js'
 import { corePlugin } from './system/plugin.js'
 import { JobQueue, NOTIFY_CHANNEL } from './jobs/queue.js'
@@ -95,6 +96,7 @@ export class MamRuntime {
         auth: asValue(new AuthService(db.knex, config, events)),
         loginThrottle: asValue(new LoginThrottle()),
         userViews: asValue(new UserViews()),
+        storages: asValue(new StorageRegistry(config)),
         em: asFunction(() => db.orm.em.fork()).scoped(),
       })
       for (const [name, { resolver }] of loaded.services) container.register(name, resolver as any)

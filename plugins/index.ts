@@ -2,8 +2,9 @@ import type { PluginDefinition } from '../core/plugin/contract.js'
 import { templatesPlugin } from './templates/index.js'
 import { rolesPlugin } from './roles/index.js'
 import { identityPlugin } from './identity/index.js'
+import { projectsPlugin } from './projects/index.js'
 
 /** Every feature plugin that ships with mamkit, in no particular order (the loader sorts them). */
-export const builtinPlugins: PluginDefinition[] = [rolesPlugin, identityPlugin, templatesPlugin]
+export const builtinPlugins: PluginDefinition[] = [rolesPlugin, identityPlugin, templatesPlugin, projectsPlugin]
 
-export { templatesPlugin, rolesPlugin, identityPlugin }
+export { templatesPlugin, rolesPlugin, identityPlugin, projectsPlugin }

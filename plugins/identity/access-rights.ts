@@ -33,7 +33,7 @@ const normalise = (r: { read?: boolean; write?: boolean }) => ({ write: r.write 
 /**
  * One access-right model for everything teams can be given: a team has read and/or write on an
  * object. Users see objects through their teams; administrators see everything. Resolved by
- * other plugins as `accessRights`; `mount` gives a plugin the six team routes under its prefix.
+ * other plugins as `accessRights`; `mountAccessRightRoutes` gives a plugin the team routes under its prefix.
  */
 export class AccessRightService {
   constructor(private readonly knex: Knex) {}
@@ -127,58 +127,62 @@ export class AccessRightService {
       updated_at: iso(r.updatedAt),
     }
   }
+}
 
-  /** GET/PUT /:id/teams, DELETE /:id/teams/:team_id, GET /:id/effective_access_rights, PUT /:id/update_teams, PUT /update_teams/:team_id */
-  mount({ routes }: RegisterApi, p: ProtectedType) {
-    const object = async (ctx: MamContext, write: boolean) => {
-      const id = ctx.params.id as number
-      if (!(await p.exists(ctx.em, id))) throw notFound(p.label, id)
-      await (write ? this.assertWrite(ctx, p, id) : this.assertRead(ctx, p, id))
-      return id
-    }
-    const team = async (ctx: MamContext, teamId: number) => {
-      if (!(await ctx.em.count(Team, teamId))) throw notFound('team', teamId)
-      return teamId
-    }
-    const list = async (ctx: MamContext, id: number) => ({ teams: await this.teamsOf(ctx.em, p.type, id) })
-    const params = IdParams
-
-    routes.get(`${p.prefix}/:id/teams`, { access: 'authenticated', params, summary: `teams and their rights on a ${p.label}` }, async (ctx) => list(ctx, await object(ctx, false)))
-
-    routes.get(`${p.prefix}/:id/effective_access_rights`, { access: 'authenticated', params, summary: `users mapped to the team that gives them access to a ${p.label}` }, async (ctx) => ({
-      hash: await this.effective(p.type, await object(ctx, false)),
-    }))
-
-    routes.put(`${p.prefix}/:id/teams`, { access: 'authenticated', params, input: TeamRightInput, summary: `set one team's rights on a ${p.label}` }, async (ctx) => {
-      const id = await object(ctx, true)
-      await this.grant(ctx.em, p.type, id, await team(ctx, ctx.input.team_id), ctx.input)
-      return list(ctx, id)
-    })
-
-    routes.delete(`${p.prefix}/:id/teams/:team_id`, { access: 'authenticated', params: ObjectTeamParams, summary: `remove a team's rights on a ${p.label}` }, async (ctx) => {
-      const id = await object(ctx, true)
-      if (!(await this.revoke(ctx.em, p.type, id, await team(ctx, ctx.params.team_id)))) throw notFound('access right of team', ctx.params.team_id)
-      return list(ctx, id)
-    })
-
-    routes.put(`${p.prefix}/:id/update_teams`, { access: 'authenticated', params, input: BulkForObject, summary: `replace all team rights on a ${p.label}` }, async (ctx) => {
-      const id = await object(ctx, true)
-      for (const t of ctx.input.teams) await team(ctx, t.team_id)
-      await ctx.em.transactional(async (em) => {
-        await em.nativeDelete(AccessRight, { objectType: p.type, objectId: id })
-        for (const t of ctx.input.teams) await this.grant(em, p.type, id, t.team_id, t)
-      })
-      return list(ctx, id)
-    })
-
-    routes.put(`${p.prefix}/update_teams/:team_id`, { access: 'admin', params: TeamParams, input: BulkForTeam, summary: `set one team's rights on many ${p.label}s` }, async (ctx) => {
-      const teamId = await team(ctx, ctx.params.team_id)
-      for (const r of ctx.input.access_rights) if (!(await p.exists(ctx.em, r.id))) throw notFound(p.label, r.id)
-      await ctx.em.transactional(async (em) => {
-        for (const r of ctx.input.access_rights) await this.grant(em, p.type, r.id, teamId, r)
-      })
-      const rights = await ctx.em.find(AccessRight, { objectType: p.type, team: teamId }, { populate: ['team'], orderBy: { objectId: 'asc' } })
-      return { access_rights: rights.map((r) => this.serialize(r)) }
-    })
+/**
+ * The six team-right routes under a plugin's prefix: GET/PUT /:id/teams, DELETE /:id/teams/:team_id,
+ * GET /:id/effective_access_rights, PUT /:id/update_teams, PUT /update_teams/:team_id.
+ */
+export function mountAccessRightRoutes({ routes }: RegisterApi, p: ProtectedType) {
+  const service = (ctx: MamContext) => ctx.resolve<AccessRightService>('accessRights')
+  const object = async (ctx: MamContext, write: boolean) => {
+    const id = ctx.params.id as number
+    if (!(await p.exists(ctx.em, id))) throw notFound(p.label, id)
+    await (write ? service(ctx).assertWrite(ctx, p, id) : service(ctx).assertRead(ctx, p, id))
+    return id
   }
+  const team = async (ctx: MamContext, teamId: number) => {
+    if (!(await ctx.em.count(Team, teamId))) throw notFound('team', teamId)
+    return teamId
+  }
+  const list = async (ctx: MamContext, id: number) => ({ teams: await service(ctx).teamsOf(ctx.em, p.type, id) })
+  const params = IdParams
+
+  routes.get(`${p.prefix}/:id/teams`, { access: 'authenticated', params, summary: `teams and their rights on a ${p.label}` }, async (ctx) => list(ctx, await object(ctx, false)))
+
+  routes.get(`${p.prefix}/:id/effective_access_rights`, { access: 'authenticated', params, summary: `users mapped to the team that gives them access to a ${p.label}` }, async (ctx) => ({
+    hash: await service(ctx).effective(p.type, await object(ctx, false)),
+  }))
+
+  routes.put(`${p.prefix}/:id/teams`, { access: 'authenticated', params, input: TeamRightInput, summary: `set one team's rights on a ${p.label}` }, async (ctx) => {
+    const id = await object(ctx, true)
+    await service(ctx).grant(ctx.em, p.type, id, await team(ctx, ctx.input.team_id), ctx.input)
+    return list(ctx, id)
+  })
+
+  routes.delete(`${p.prefix}/:id/teams/:team_id`, { access: 'authenticated', params: ObjectTeamParams, summary: `remove a team's rights on a ${p.label}` }, async (ctx) => {
+    const id = await object(ctx, true)
+    if (!(await service(ctx).revoke(ctx.em, p.type, id, await team(ctx, ctx.params.team_id)))) throw notFound('access right of team', ctx.params.team_id)
+    return list(ctx, id)
+  })
+
+  routes.put(`${p.prefix}/:id/update_teams`, { access: 'authenticated', params, input: BulkForObject, summary: `replace all team rights on a ${p.label}` }, async (ctx) => {
+    const id = await object(ctx, true)
+    for (const t of ctx.input.teams) await team(ctx, t.team_id)
+    await ctx.em.transactional(async (em) => {
+      await em.nativeDelete(AccessRight, { objectType: p.type, objectId: id })
+      for (const t of ctx.input.teams) await service(ctx).grant(em, p.type, id, t.team_id, t)
+    })
+    return list(ctx, id)
+  })
+
+  routes.put(`${p.prefix}/update_teams/:team_id`, { access: 'admin', params: TeamParams, input: BulkForTeam, summary: `set one team's rights on many ${p.label}s` }, async (ctx) => {
+    const teamId = await team(ctx, ctx.params.team_id)
+    for (const r of ctx.input.access_rights) if (!(await p.exists(ctx.em, r.id))) throw notFound(p.label, r.id)
+    await ctx.em.transactional(async (em) => {
+      for (const r of ctx.input.access_rights) await service(ctx).grant(em, p.type, r.id, teamId, r)
+    })
+    const rights = await ctx.em.find(AccessRight, { objectType: p.type, team: teamId }, { populate: ['team'], orderBy: { objectId: 'asc' } })
+    return { access_rights: rights.map((r) => service(ctx).serialize(r)) }
+  })
 }

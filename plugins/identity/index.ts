@@ -16,7 +16,7 @@ import { registerSessionContainerRoutes } from './sessions-routes.js'
 import { registerProofKeyRoutes } from './proof-keys.js'
 
 export { TeamService } from './teams-service.js'
-export { AccessRightService, type ProtectedType, type Right } from './access-rights.js'
+export { AccessRightService, mountAccessRightRoutes, type ProtectedType, type Right } from './access-rights.js'
 export { Team, AccessRight } from './entities.js'
 export { Mailer } from './mailer.js'
 

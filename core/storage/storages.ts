@@ -1,0 +1,52 @@
+import { mkdirSync } from 'node:fs'
+import path from 'node:path'
+import type { MamConfig } from '../config.js'
+import { invalidParam } from '../errors.js'
+import { resolveInside } from './paths.js'
+
+export interface Storage {
+  name: string
+  /** absolute folder */
+  root: string
+}
+
+/**
+ * Named storages (`media_1` → /mnt/media1) where projects live. Configured with
+ * `MAMKIT_STORAGES=media_1=/mnt/media1,media_2=/mnt/media2` or `config.plugins.storage.storages`;
+ * there is always a `default` storage below the data dir. Resolved as `storages`.
+ */
+export class StorageRegistry {
+  private readonly storages = new Map<string, Storage>()
+
+  constructor(config: MamConfig, env = process.env) {
+    const configured = { ...(config.plugins.storage?.storages as Record<string, string> | undefined) }
+    for (const pair of (env.MAMKIT_STORAGES ?? '').split(',').filter(Boolean)) {
+      const [name, dir] = pair.split('=')
+      if (name && dir) configured[name.trim()] = dir.trim()
+    }
+    this.add('default', path.join(config.dataDir, 'storage', 'default'))
+    for (const [name, dir] of Object.entries(configured)) this.add(name, dir)
+  }
+
+  private add(name: string, dir: string) {
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(name)) throw new Error(`storage name "${name}" must be letters, digits, _ or -`)
+    const root = path.resolve(dir)
+    mkdirSync(root, { recursive: true })
+    this.storages.set(name, { name, root })
+  }
+
+  list(): Storage[] {
+    return [...this.storages.values()]
+  }
+
+  get(name: string, param = 'storage'): Storage {
+    const s = this.storages.get(name)
+    if (!s) throw invalidParam(param, `"${name}" is not a configured storage (known: ${[...this.storages.keys()].join(', ')})`)
+    return s
+  }
+
+  /** a client path inside a storage, through the one path module */
+  resolve(name: string, relative: string, param: string): Promise<string> {
+    return resolveInside(this.get(name).root, relative, param)
+  }
+}

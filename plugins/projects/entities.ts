@@ -1,0 +1,70 @@
+import { randomUUID } from 'node:crypto'
+import { BigIntType, EntitySchema, type Opt } from '@mikro-orm/core'
+import { BaseEntity, baseProperties } from '../../core/db/entity.js'
+import { User } from '../../core/auth/entities.js'
+
+/** A project: a folder tree on a named storage, created from a template, used by edit workstations. */
+export class Project extends BaseEntity {
+  uuid: Opt<string> = randomUUID()
+  name!: string
+  alternativeName: string | null = null
+  description: string | null = null
+  storage!: string
+  /** folder below the storage root (relative, server-chosen) */
+  folder!: string
+  templateId: number | null = null
+  isLibraryProject: Opt<boolean> = false
+  encodingPriority: Opt<number> = 0
+  customMetadata: Opt<Record<string, unknown>> = {}
+  /** bytes; null: no limit */
+  quota: number | null = null
+  /** bytes measured by the last calculate_size */
+  size: Opt<number> = 0
+  sizeCalculatedAt: Date | null = null
+  parent: Project | null = null
+  frozenBy: User | null = null
+  frozenAt: Date | null = null
+  createdBy: User | null = null
+  createdByEdit: string | null = null
+  lastOpenedBy: User | null = null
+  lastOpenedByEdit: string | null = null
+  lastUsedAt: Date | null = null
+  /** moved into the trash; purged by DELETE /trash */
+  deleted: Opt<boolean> = false
+  deletedAt: Date | null = null
+  trashFolder: string | null = null
+}
+
+const bytes = { type: new BigIntType('number') }
+
+export const ProjectSchema = new EntitySchema<Project, BaseEntity>({
+  class: Project,
+  tableName: 'projects',
+  properties: {
+    ...baseProperties,
+    uuid: { type: 'string', unique: true },
+    name: { type: 'string' },
+    alternativeName: { type: 'string', nullable: true },
+    description: { type: 'text', nullable: true },
+    storage: { type: 'string' },
+    folder: { type: 'string' },
+    templateId: { type: 'integer', nullable: true },
+    isLibraryProject: { type: 'boolean' },
+    encodingPriority: { type: 'integer' },
+    customMetadata: { type: 'json' },
+    quota: { ...bytes, nullable: true },
+    size: { ...bytes },
+    sizeCalculatedAt: { type: 'Date', nullable: true },
+    parent: { kind: 'm:1', entity: () => Project, nullable: true, deleteRule: 'set null' },
+    frozenBy: { kind: 'm:1', entity: () => User, nullable: true, deleteRule: 'set null' },
+    frozenAt: { type: 'Date', nullable: true },
+    createdBy: { kind: 'm:1', entity: () => User, nullable: true, deleteRule: 'set null' },
+    createdByEdit: { type: 'string', nullable: true },
+    lastOpenedBy: { kind: 'm:1', entity: () => User, nullable: true, deleteRule: 'set null' },
+    lastOpenedByEdit: { type: 'string', nullable: true },
+    lastUsedAt: { type: 'Date', nullable: true },
+    deleted: { type: 'boolean' },
+    deletedAt: { type: 'Date', nullable: true },
+    trashFolder: { type: 'string', nullable: true },
+  },
+})

@@ -1,0 +1,19 @@
+import type { EntityManager } from '../../core/db/orm.js'
+import type { Project } from './entities.js'
+
+export type GuardedAction = 'rename' | 'delete' | 'write'
+export type ProjectGuard = (em: EntityManager, project: Project, action: GuardedAction) => Promise<void>
+
+/**
+ * Checks other plugins hang on project changes: the edits plugin refuses to rename or delete a
+ * mounted project. Resolved as `projectGuards`; a guard throws a MamError to refuse.
+ */
+export class ProjectGuards {
+  private readonly guards: ProjectGuard[] = []
+  add(guard: ProjectGuard): void {
+    this.guards.push(guard)
+  }
+  async check(em: EntityManager, project: Project, action: GuardedAction): Promise<void> {
+    for (const guard of this.guards) await guard(em, project, action)
+  }
+}

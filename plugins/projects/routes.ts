@@ -1,0 +1,162 @@
+import { rename, mkdir } from 'node:fs/promises'
+import path from 'node:path'
+import type { RegisterApi } from '../../core/plugin/contract.js'
+import type { MamContext } from '../../core/http/context.js'
+import { IdParams } from '../../core/http/schemas.js'
+import { invalidParam, notFound } from '../../core/errors.js'
+import { safeName } from '../../core/storage/paths.js'
+import type { JobService } from '../../core/jobs/service.js'
+import type { AccessRightService } from '../identity/access-rights.js'
+import { serializeJob } from '../../core/system/status-routes.js'
+import { Project } from './entities.js'
+import { EncodingPriorityInput, ListInput, ProjectInput, RenameInput } from './schemas.js'
+import { PROJECT, TRASH_DIR, type NewProject, type ProjectService } from './service.js'
+import type { ProjectGuards } from './guards.js'
+
+/** `name` … at the top level or under `project[...]` */
+const fieldsOf = (input: Record<string, any>) => ({ ...input, ...(input.project ?? {}) })
+
+const newProject = (f: Record<string, any>): NewProject => ({
+  name: f.name,
+  templateId: f.template_id,
+  templateName: f.templatename,
+  storage: f.storage,
+  customMetadata: f.custom_metadata,
+  isLibraryProject: f.is_library_project,
+  description: f.description,
+  alternativeName: f.alternative_name,
+})
+
+/** §4.20: list, search, show, create, validate, update, delete, rename, libraries, trash. */
+export function registerProjectRoutes({ routes }: RegisterApi) {
+  const projects = (ctx: MamContext) => ctx.resolve<ProjectService>('projects')
+  const guards = (ctx: MamContext) => ctx.resolve<ProjectGuards>('projectGuards')
+
+  const list = async (ctx: MamContext) => {
+    const { page = 1, per_page = 100, name, library, frozen, storage, archived } = ctx.input
+    const where: Record<string, unknown> = { deleted: false }
+    if (name) where.name = { $like: `%${name.replace(/[\\%_]/g, (c: string) => `\\${c}`)}%` }
+    if (library !== undefined) where.isLibraryProject = library
+    if (frozen !== undefined) where.frozenAt = frozen ? { $ne: null } : null
+    if (storage) where.storage = storage
+    // archiving arrives with the strategies plugin; until then no project is archived
+    if (archived === true) return { projects: [] }
+    if (!ctx.user!.isAdmin) where.id = { $in: ctx.resolve<AccessRightService>('accessRights').readableIds(ctx.user!, PROJECT.type) }
+    const [rows, total] = await ctx.em.findAndCount(Project, where as any, {
+      populate: ['frozenBy'],
+      orderBy: { name: 'asc', id: 'asc' },
+      limit: per_page,
+      offset: (page - 1) * per_page,
+    })
+    ctx.set('X-Total-Count', String(total))
+    return { projects: rows.map((p) => projects(ctx).serialize(p)) }
+  }
+  routes.get('/projects', { access: 'authenticated', input: ListInput, summary: 'list projects (filters: name, library, frozen, online, archived, storage; paginated)' }, list)
+  routes.get('/projects/search', { access: 'authenticated', input: ListInput, summary: 'search projects by a substring of name' }, list)
+
+  routes.get('/projects/:id', { access: 'authenticated', params: IdParams, summary: 'show a project' }, async (ctx) => ({
+    project: projects(ctx).serialize((await projects(ctx).readable(ctx, ctx.params.id)).project),
+  }))
+
+  routes.post('/projects', { access: 'projects.create', input: ProjectInput, summary: 'create a project from a template' }, async (ctx) => {
+    const project = await projects(ctx).create(ctx, newProject(fieldsOf(ctx.input)))
+    ctx.status = 201
+    return { project: projects(ctx).serialize(project) }
+  })
+
+  routes.post('/projects/validate', { access: 'projects.create', input: ProjectInput, summary: 'check project attributes without creating anything' }, async (ctx) => {
+    const checked = await projects(ctx).check(ctx.em, newProject(fieldsOf(ctx.input)))
+    return { hash: { valid: true, name: checked.name, storage: checked.storage, folder: checked.folder, template_id: checked.template?.id ?? null } }
+  })
+
+  routes.put('/projects/:id', { access: 'authenticated', params: IdParams, input: ProjectInput, summary: 'update a project' }, async (ctx) => {
+    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    const f = fieldsOf(ctx.input)
+    if (f.name !== undefined && f.name !== project.name) throw invalidParam('name', 'changes through PUT /projects/:id/rename, which moves the folder')
+    for (const key of ['storage', 'template_id', 'templatename'] as const) if (f[key] !== undefined) throw invalidParam(key, 'cannot change after creation')
+    if (f.description !== undefined) project.description = f.description
+    if (f.alternative_name !== undefined) project.alternativeName = f.alternative_name
+    if (f.custom_metadata !== undefined) project.customMetadata = { ...project.customMetadata, ...f.custom_metadata }
+    if (f.is_library_project !== undefined) project.isLibraryProject = f.is_library_project
+    if (f.encoding_priority !== undefined) project.encodingPriority = f.encoding_priority
+    await ctx.em.flush()
+    return { project: projects(ctx).serialize(project) }
+  })
+
+  routes.delete('/projects/:id', { access: 'authenticated', params: IdParams, summary: 'move a project into the trash' }, async (ctx) => {
+    const s = projects(ctx)
+    const project = await s.writable(ctx, ctx.params.id)
+    await guards(ctx).check(ctx.em, project, 'delete')
+    const trash = path.join(TRASH_DIR, project.uuid)
+    const root = path.dirname(s.pathOf(project))
+    await mkdir(path.join(root, TRASH_DIR), { recursive: true })
+    await rename(s.pathOf(project), path.join(root, trash)).catch((err) => {
+      if (err.code !== 'ENOENT') throw err // a folder that vanished from storage does not block deletion
+    })
+    project.trashFolder = project.folder
+    project.folder = trash
+    project.deleted = true
+    project.deletedAt = new Date()
+    await ctx.em.flush()
+    await s.refreshTeamSpace(project.id)
+    return { project: s.serialize(project) }
+  })
+
+  routes.delete('/trash', { access: 'admin', summary: 'enqueue the purge of deleted projects' }, async (ctx) => {
+    const job = await ctx.resolve<JobService>('jobs').enqueue('projects.purge-trash', {}, { userId: ctx.user!.userId })
+    ctx.status = 202
+    return { job: serializeJob(job) }
+  })
+
+  routes.put('/projects/:id/rename', { access: 'authenticated', params: IdParams, input: RenameInput, summary: 'rename a project and move its folder' }, async (ctx) => {
+    const s = projects(ctx)
+    const project = await s.writable(ctx, ctx.params.id)
+    await guards(ctx).check(ctx.em, project, 'rename')
+    const name = ctx.input.name.trim()
+    const folder = safeName(name)
+    if (folder !== project.folder) {
+      const checked = await s.check(ctx.em, { name, storage: project.storage })
+      const from = s.pathOf(project)
+      project.folder = checked.folder
+      await rename(from, s.pathOf(project))
+    }
+    project.name = name
+    await ctx.em.flush()
+    return { project: s.serialize(project) }
+  })
+
+  routes.delete('/projects/:id/delete_description', { access: 'authenticated', params: IdParams, summary: "clear a project's description" }, async (ctx) => {
+    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    project.description = null
+    await ctx.em.flush()
+    return { project: projects(ctx).serialize(project) }
+  })
+
+  routes.put('/projects/:id/flag_as_project', { access: 'authenticated', params: IdParams, summary: 'turn a library project back into an online project' }, async (ctx) => {
+    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    if (!project.isLibraryProject) throw invalidParam('id', 'is not a library project')
+    project.isLibraryProject = false
+    await ctx.em.flush()
+    return { project: projects(ctx).serialize(project) }
+  })
+
+  routes.post('/projects/encoding_priority', { access: 'authenticated', input: EncodingPriorityInput, summary: 'set encoding_priority for many projects or libraries' }, async (ctx) => {
+    const ids: number[] = [...new Set<number>(ctx.input.project_ids)]
+    const found = await ctx.em.find(Project, { id: { $in: ids }, deleted: false })
+    const missing = ids.filter((id) => !found.some((p) => p.id === id))
+    if (missing.length) throw notFound('project', missing.join(', '))
+    for (const p of found) await projects(ctx).writable(ctx, p.id)
+    for (const p of found) p.encodingPriority = ctx.input.encoding_priority
+    await ctx.em.flush()
+    return { projects: found.map((p) => projects(ctx).serialize(p)) }
+  })
+
+  routes.get('/total_project_size', { access: 'authenticated', summary: 'total size in bytes of all projects (those you can read)' }, async (ctx) => {
+    const knex = ctx.resolve('knex')
+    let q = knex('projects').where({ deleted: false })
+    if (!ctx.user!.isAdmin) q = q.whereIn('id', ctx.resolve<AccessRightService>('accessRights').readableIds(ctx.user!, PROJECT.type))
+    const [{ total, count }] = await q.sum({ total: 'size' }).count({ count: '*' })
+    return { hash: { total_project_size: Number(total ?? 0), projects: Number(count) } }
+  })
+}
+

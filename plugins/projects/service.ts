@@ -1,0 +1,210 @@
+import { mkdir, rename, rm, stat } from 'node:fs/promises'
+import path from 'node:path'
+import type { EntityManager, Knex } from '../../core/db/orm.js'
+import type { MamContext } from '../../core/http/context.js'
+import type { StorageRegistry } from '../../core/storage/storages.js'
+import { safeName } from '../../core/storage/paths.js'
+import { iso } from '../../core/db/entity.js'
+import { MamError, conflict, notFound } from '../../core/errors.js'
+import { User } from '../../core/auth/entities.js'
+import type { AccessRightService, Right } from '../identity/access-rights.js'
+import type { TeamService } from '../identity/teams-service.js'
+import type { TemplateService } from '../templates/service.js'
+import { TEMPLATE_TYPES } from '../templates/types.js'
+import { Team } from '../identity/entities.js'
+import { Template } from '../templates/entities.js'
+import { Project } from './entities.js'
+import { copyTemplateTree } from './template-copy.js'
+
+export const PROJECT = { type: 'project', label: 'project', prefix: '/projects' } as const
+export const TRASH_DIR = '.mamkit-trash'
+
+export interface NewProject {
+  name: string
+  templateId?: number
+  templateName?: string
+  storage?: string
+  customMetadata?: Record<string, unknown>
+  isLibraryProject?: boolean
+  description?: string | null
+  alternativeName?: string | null
+}
+
+const exists = (p: string) => stat(p).then(() => true, () => false)
+
+/**
+ * Projects on storage: the database row and the folder tree kept in step. Every write goes through
+ * `writable`, which enforces access rights, freeze (423) and the deleted state. Resolved as `projects`.
+ */
+export class ProjectService {
+  constructor(
+    private readonly storages: StorageRegistry,
+    private readonly templates: TemplateService,
+    private readonly accessRights: AccessRightService,
+    private readonly teams: TeamService,
+    private readonly knex: Knex,
+  ) {}
+
+  pathOf(p: Project): string {
+    return path.join(this.storages.get(p.storage).root, p.folder)
+  }
+
+  /** a project the user can read (404 otherwise, also for deleted ones) */
+  async readable(ctx: MamContext, id: number): Promise<{ project: Project; right: Right }> {
+    const project = await ctx.em.findOne(Project, { id, deleted: false }, { populate: ['frozenBy', 'createdBy', 'lastOpenedBy'] })
+    if (!project) throw notFound('project', id)
+    const right = await this.accessRights.assertRead(ctx, PROJECT, id)
+    return { project, right }
+  }
+
+  /** a project the user may change: write right (403 with read only), not frozen (423) */
+  async writable(ctx: MamContext, id: number): Promise<Project> {
+    const { project, right } = await this.readable(ctx, id)
+    if (right === 'read') throw new MamError('forbidden', 'You may read this project but not change it')
+    this.assertNotFrozen(project)
+    return project
+  }
+
+  assertNotFrozen(project: Project) {
+    if (project.frozenAt)
+      throw new MamError('locked', `Project "${project.name}" is frozen by ${project.frozenBy?.username ?? 'a deleted user'} since ${iso(project.frozenAt)}; reads keep working`, {
+        frozen_by: project.frozenBy ? { id: project.frozenBy.id, username: project.frozenBy.username } : null,
+        frozen_at: iso(project.frozenAt),
+      })
+  }
+
+  /** everything `create` checks, without side effects (POST /projects/validate) */
+  async check(em: EntityManager, input: NewProject) {
+    const errors: Array<{ param: string; message: string }> = []
+    const name = input.name?.trim()
+    if (!name) errors.push({ param: 'name', message: 'is required' })
+    const storage = input.storage ?? 'default'
+    let root: string | undefined
+    try {
+      root = this.storages.get(storage).root
+    } catch (err) {
+      errors.push({ param: 'storage', message: (err as MamError).extra.errors?.[0]?.message ?? 'is unknown' })
+    }
+    let template: Template | null = null
+    if (input.templateId !== undefined || input.templateName !== undefined) {
+      template = input.templateId !== undefined ? await em.findOne(Template, input.templateId) : await this.templates.findByName(em, input.templateName!)
+      if (!template) errors.push({ param: input.templateId !== undefined ? 'template_id' : 'templatename', message: 'is not a known template' })
+    }
+    if (errors.length) throw new MamError('invalid_parameters', errors.map((e) => `${e.param} ${e.message}`).join('; '), { errors })
+    const folder = safeName(name!)
+    if (await em.count(Project, { storage, folder })) throw conflict(`A project named "${name}" exists on storage "${storage}"`, { errors: [{ param: 'name', message: 'is taken on this storage' }] })
+    if (await exists(path.join(root!, folder))) throw conflict(`The folder "${folder}" exists already on storage "${storage}"`, { errors: [{ param: 'name', message: 'names a folder that exists on the storage' }] })
+    return { name: name!, storage, folder, template }
+  }
+
+  async create(ctx: MamContext, input: NewProject): Promise<Project> {
+    const em = ctx.em
+    const { name, storage, folder, template } = await this.check(em, input)
+    const user = await em.findOneOrFail(User, ctx.user!.userId)
+    const target = path.join(this.storages.get(storage).root, folder)
+    const staging = path.join(this.storages.get(storage).root, TRASH_DIR, `creating-${Date.now()}-${Math.random().toString(36).slice(2)}`)
+    let size = 0
+    try {
+      if (template) {
+        const type = TEMPLATE_TYPES.find((t) => t.id === template.templateType) ?? TEMPLATE_TYPES[0]
+        const source = this.templates.directoryOf(template)
+        if (await exists(source))
+          size = await copyTemplateTree(source, staging, {
+            patterns: template.substitutionPatterns,
+            context: { projectName: name, userName: user.username, date: new Date() },
+            type,
+            overwrite: true,
+          })
+      }
+      await mkdir(staging, { recursive: true })
+      // the tree appears complete or not at all
+      await rename(staging, target)
+    } catch (err) {
+      await rm(staging, { recursive: true, force: true })
+      throw err
+    }
+    const project = em.create(Project, {
+      name,
+      storage,
+      folder,
+      templateId: template?.id ?? null,
+      customMetadata: input.customMetadata ?? {},
+      isLibraryProject: input.isLibraryProject ?? false,
+      description: input.description ?? null,
+      alternativeName: input.alternativeName ?? null,
+      createdBy: user,
+      createdByEdit: ctx.app_client.edit ?? null,
+      size,
+      sizeCalculatedAt: new Date(),
+      quota: null,
+    })
+    try {
+      await em.flush()
+      const own = await this.teams.ensureOwnTeam(em, user)
+      await this.accessRights.grant(em, PROJECT.type, project.id, own.id, { read: true, write: true })
+    } catch (err) {
+      await rm(target, { recursive: true, force: true })
+      throw err
+    }
+    return project
+  }
+
+  /** teams with write access whose quota `extra` more bytes would exceed, and the project's own quota */
+  async assertSpace(em: EntityManager, project: Project, extra: number): Promise<void> {
+    if (project.quota !== null && project.size + extra > project.quota)
+      throw new MamError('insufficient_storage', `Project "${project.name}" would exceed its quota of ${project.quota} bytes (${project.size} used)`, { quota: project.quota, size: project.size })
+    const teamIds = (await this.knex('access_rights').where({ object_type: PROJECT.type, object_id: project.id, write: true }).select('team_id')).map((r: any) => Number(r.team_id))
+    if (teamIds.length === 0) return
+    for (const team of await em.find(Team, { id: { $in: teamIds }, quota: { $ne: null } })) {
+      if (team.spaceUsed + extra > team.quota!)
+        throw new MamError('insufficient_storage', `Team "${team.name}" would exceed its quota of ${team.quota} bytes (${team.spaceUsed} used)`, { team_id: team.id, quota: team.quota, space_used: team.spaceUsed })
+    }
+  }
+
+  /** re-adds every write team's space_used from the sizes of the projects it can write */
+  async refreshTeamSpace(projectId: number): Promise<void> {
+    const teamIds = (await this.knex('access_rights').where({ object_type: PROJECT.type, object_id: projectId, write: true }).select('team_id')).map((r: any) => Number(r.team_id))
+    for (const teamId of teamIds) {
+      const [{ total }] = await this.knex('projects as p')
+        .join('access_rights as ar', function () {
+          this.on('ar.object_id', '=', 'p.id').andOnVal('ar.object_type', '=', PROJECT.type)
+        })
+        .where({ 'ar.team_id': teamId, 'ar.write': true, 'p.deleted': false })
+        .sum({ total: 'p.size' })
+      await this.knex('teams').where({ id: teamId }).update({ space_used: Number(total ?? 0), updated_at: new Date() })
+    }
+  }
+
+  serialize(p: Project) {
+    return {
+      id: p.id,
+      uuid: p.uuid,
+      name: p.name,
+      alternative_name: p.alternativeName,
+      description: p.description,
+      storage: p.storage,
+      path: this.pathOf(p),
+      template_id: p.templateId,
+      is_library_project: p.isLibraryProject,
+      encoding_priority: p.encodingPriority,
+      custom_metadata: p.customMetadata,
+      quota: p.quota,
+      size: p.size,
+      size_calculated_at: iso(p.sizeCalculatedAt),
+      parent_id: p.parent?.id ?? null,
+      frozen: p.frozenAt !== null,
+      frozen_by_id: p.frozenBy?.id ?? null,
+      frozen_at: iso(p.frozenAt),
+      archive_strategy_id: null,
+      archive_strategy_state: null,
+      created_by: p.createdBy?.id ?? null,
+      created_by_edit: p.createdByEdit,
+      last_opened_by: p.lastOpenedBy?.id ?? null,
+      last_opened_by_edit: p.lastOpenedByEdit,
+      last_used_at: iso(p.lastUsedAt),
+      deleted: p.deleted,
+      created_at: iso(p.createdAt),
+      updated_at: iso(p.updatedAt),
+    }
+  }
+}

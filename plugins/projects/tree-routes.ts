@@ -1,0 +1,110 @@
+import { Type } from 'typebox'
+import type { RegisterApi } from '../../core/plugin/contract.js'
+import type { MamContext } from '../../core/http/context.js'
+import { IdParams } from '../../core/http/schemas.js'
+import { MamError, forbidden, invalidParam, notFound } from '../../core/errors.js'
+import type { JobService } from '../../core/jobs/service.js'
+import { serializeJob } from '../../core/system/status-routes.js'
+import type { TemplateService } from '../templates/service.js'
+import { TEMPLATE_TYPES } from '../templates/types.js'
+import { Template } from '../templates/entities.js'
+import { Team } from '../identity/entities.js'
+import { User } from '../../core/auth/entities.js'
+import { copyTemplateTree } from './template-copy.js'
+import { createFolder, moveContents, renameFolder } from './folders.js'
+import { CreateFolderInput, MoveContentsInput, OptionalQuotaInput, ProjectTeamParams, QuotaInput, RenameFolderInput, TemplateRefInput } from './schemas.js'
+import type { ProjectService } from './service.js'
+
+/** §4.20: the project tree (addtemplate, folders), freeze, quotas and size. */
+export function registerTreeRoutes({ routes }: RegisterApi) {
+  const projects = (ctx: MamContext) => ctx.resolve<ProjectService>('projects')
+  const show = (ctx: MamContext, p: Parameters<ProjectService['serialize']>[0]) => ({ project: projects(ctx).serialize(p) })
+
+  routes.put('/projects/:id/addtemplate', { access: 'authenticated', params: IdParams, input: TemplateRefInput, summary: "merge another template's tree into a project without overwriting files" }, async (ctx) => {
+    const s = projects(ctx)
+    const project = await s.writable(ctx, ctx.params.id)
+    const { template_id, templatename } = ctx.input
+    if (template_id === undefined && templatename === undefined) throw invalidParam('template_id', 'or templatename is required')
+    const template = template_id !== undefined ? await ctx.em.findOne(Template, template_id) : await ctx.em.findOne(Template, { name: templatename })
+    if (!template) throw invalidParam(template_id !== undefined ? 'template_id' : 'templatename', 'is not a known template')
+    const user = await ctx.em.findOneOrFail(User, ctx.user!.userId)
+    const added = await copyTemplateTree(ctx.resolve<TemplateService>('templates').directoryOf(template), s.pathOf(project), {
+      patterns: template.substitutionPatterns,
+      context: { projectName: project.name, userName: user.username, date: new Date() },
+      type: TEMPLATE_TYPES.find((t) => t.id === template.templateType) ?? TEMPLATE_TYPES[0],
+      overwrite: false,
+    }).catch((err) => {
+      if (err.code === 'ENOENT') throw notFound('folder of template', template.id)
+      throw err
+    })
+    project.size += added
+    await ctx.em.flush()
+    await s.refreshTeamSpace(project.id)
+    return show(ctx, project)
+  })
+
+  routes.put('/projects/:id/create_folder', { access: 'authenticated', params: IdParams, input: CreateFolderInput, summary: 'create a folder in a project' }, async (ctx) => {
+    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    await createFolder(projects(ctx).pathOf(project), ctx.input.path)
+    return show(ctx, project)
+  })
+
+  routes.put('/projects/:id/rename_folder', { access: 'authenticated', params: IdParams, input: RenameFolderInput, summary: 'rename a folder in a project' }, async (ctx) => {
+    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    await renameFolder(projects(ctx).pathOf(project), ctx.input.path, ctx.input.name)
+    return show(ctx, project)
+  })
+
+  routes.put('/projects/:id/move_contents', { access: 'authenticated', params: IdParams, input: MoveContentsInput, summary: 'move files and folders into another folder' }, async (ctx) => {
+    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    const sources = Array.isArray(ctx.input.source) ? ctx.input.source : [ctx.input.source]
+    await moveContents(projects(ctx).pathOf(project), sources, ctx.input.destination)
+    return show(ctx, project)
+  })
+
+  routes.put('/projects/:id/freeze', { access: 'authenticated', params: IdParams, summary: 'freeze a project: every write is refused (423) until unfrozen' }, async (ctx) => {
+    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    project.frozenAt = new Date()
+    project.frozenBy = ctx.em.getReference(User, ctx.user!.userId)
+    await ctx.em.flush()
+    await ctx.em.populate(project, ['frozenBy'])
+    return show(ctx, project)
+  })
+
+  routes.delete('/projects/:id/unfreeze', { access: 'authenticated', params: IdParams, summary: 'unfreeze a project (who froze it, or an administrator)' }, async (ctx) => {
+    const { project, right } = await projects(ctx).readable(ctx, ctx.params.id)
+    if (!project.frozenAt) throw new MamError('conflict', `Project "${project.name}" is not frozen`)
+    if (right !== 'admin' && project.frozenBy?.id !== ctx.user!.userId) throw forbidden(`Only ${project.frozenBy?.username ?? 'an administrator'} or an administrator can unfreeze this project`)
+    project.frozenAt = null
+    project.frozenBy = null
+    await ctx.em.flush()
+    return show(ctx, project)
+  })
+
+  routes.put('/projects/:id/quota', { access: 'admin', params: IdParams, input: QuotaInput, summary: "set a project's quota in bytes (null: none)" }, async (ctx) => {
+    const { project } = await projects(ctx).readable(ctx, ctx.params.id)
+    project.quota = ctx.input.quota
+    await ctx.em.flush()
+    return show(ctx, project)
+  })
+
+  const teamQuota = (reset: boolean) => async (ctx: MamContext) => {
+    const { project } = await projects(ctx).readable(ctx, ctx.params.id)
+    const team = await ctx.em.findOne(Team, ctx.params.team_id)
+    if (!team) throw notFound('team', ctx.params.team_id)
+    if (!reset && ctx.input.quota === undefined) throw invalidParam('quota', 'is required')
+    team.quota = reset ? null : ctx.input.quota
+    team.quotaMailSent = false
+    await ctx.em.flush()
+    return { project: projects(ctx).serialize(project), team: { id: team.id, name: team.name, quota: team.quota, space_used: team.spaceUsed } }
+  }
+  routes.put('/projects/:id/quota_team/:team_id', { access: 'admin', params: ProjectTeamParams, input: OptionalQuotaInput, summary: "set the quota of a team that works on the project" }, teamQuota(false))
+  routes.delete('/projects/:id/quota_team/:team_id', { access: 'admin', params: ProjectTeamParams, summary: "remove a team's quota" }, teamQuota(true))
+
+  routes.put('/projects/:id/calculate_size', { access: 'authenticated', params: IdParams, input: Type.Object({}, { additionalProperties: false }), summary: 'measure the project tree (job)' }, async (ctx) => {
+    const { project } = await projects(ctx).readable(ctx, ctx.params.id)
+    const job = await ctx.resolve<JobService>('jobs').enqueue('projects.calculate-size', { projectId: project.id }, { userId: ctx.user!.userId, projectId: project.id })
+    ctx.status = 202
+    return { job: serializeJob(job) }
+  })
+}
