@@ -13,6 +13,7 @@ import { AuthService } from './auth/service.js'
 import { LoginThrottle } from './auth/throttle.js'
 import { UserViews } from './auth/user-views.js'
 import { StorageRegistry } from './storage/storages.js'
+import { MediaTools } from './media/tools.js'
 import { FeatureService } from './system/features.js'
 import { corePlugin } from './system/plugin.js'
 import { JobQueue, NOTIFY_CHANNEL } from './jobs/queue.js'
@@ -97,6 +98,7 @@ export class MamRuntime {
         loginThrottle: asValue(new LoginThrottle()),
         userViews: asValue(new UserViews()),
         storages: asValue(new StorageRegistry(config)),
+        mediaTools: asValue(new MediaTools()),
         em: asFunction(() => db.orm.em.fork()).scoped(),
       })
       for (const [name, { resolver }] of loaded.services) container.register(name, resolver as any)

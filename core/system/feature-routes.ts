@@ -3,6 +3,7 @@ import type { RegisterApi } from '../plugin/contract.js'
 import { iso } from '../db/entity.js'
 import type { FeatureService } from './features.js'
 import { SERVER_VERSION, API_RELEASE } from '../version.js'
+import type { MediaTools } from '../media/tools.js'
 
 const ModuleInput = Type.Object(
   { module: Type.String({ minLength: 1, maxLength: 100 }), key: Type.Optional(Type.String({ maxLength: 4096 })) },
@@ -33,16 +34,17 @@ export function registerFeatureRoutes({ routes }: RegisterApi, versions: () => R
     feature: serializeFeature(ctx.resolve<FeatureService>('features').find(ctx.params.id)),
   }))
 
-  routes.get('/version', { access: 'public', summary: 'versions of the server and every plugin' }, (ctx) => ({
-    hash: {
+  routes.get('/version', { access: 'public', summary: 'versions of the server, every plugin and the media tools in use' }, async (ctx) => {
+    await ctx.resolve<MediaTools>('mediaTools').ready()
+    return { hash: {
       server: SERVER_VERSION,
       api: 1,
       release: API_RELEASE,
       node: process.versions.node,
       plugins: Object.fromEntries(ctx.resolve<FeatureService>('features').list().map((f) => [f.name, { version: f.plugin.version, active: f.active }])),
       tools: versions(),
-    },
-  }))
+    } }
+  })
 
   routes.put('/settings/activate_module', { access: 'admin', input: ModuleInput, summary: 'switch a module on' }, async (ctx) => ({
     feature: serializeFeature(await ctx.resolve<FeatureService>('features').activate(ctx.input.module, ctx.input.key)),

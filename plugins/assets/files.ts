@@ -1,0 +1,45 @@
+import { copyFile, lstat, mkdir, readdir, rename, rm } from 'node:fs/promises'
+import path from 'node:path'
+
+export const isHidden = (name: string) => name.startsWith('.')
+
+/** `a/b/c.mov` → `a/b`, `c.mov` → '' */
+export const folderOf = (relative: string) => {
+  const i = relative.lastIndexOf('/')
+  return i < 0 ? '' : relative.slice(0, i)
+}
+
+/** `clip.mov` → `clip (2).mov` … the first name not taken in `dir` */
+export async function freeName(dir: string, name: string, taken: Set<string> = new Set()): Promise<string> {
+  const ext = path.extname(name)
+  const base = name.slice(0, name.length - ext.length)
+  for (let n = 1; ; n++) {
+    const candidate = n === 1 ? name : `${base} (${n})${ext}`
+    if (taken.has(candidate)) continue
+    if (!(await lstat(path.join(dir, candidate)).then(() => true, () => false))) return candidate
+  }
+}
+
+/** rename, or copy and remove across file systems (uploads land in the data dir, storages may be elsewhere) */
+export async function moveFile(from: string, to: string): Promise<void> {
+  await mkdir(path.dirname(to), { recursive: true })
+  try {
+    await rename(from, to)
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw err
+    await copyFile(from, to)
+    await rm(from, { force: true })
+  }
+}
+
+/** every regular file below `root` as a relative `/`-path; hidden entries (trash, proxies) are skipped */
+export async function* walkFiles(root: string, relative = ''): AsyncGenerator<string> {
+  const entries = await readdir(path.join(root, relative), { withFileTypes: true }).catch(() => [])
+  entries.sort((a, b) => (a.name < b.name ? -1 : 1))
+  for (const entry of entries) {
+    if (isHidden(entry.name)) continue
+    const rel = relative ? `${relative}/${entry.name}` : entry.name
+    if (entry.isDirectory()) yield* walkFiles(root, rel)
+    else if (entry.isFile()) yield rel
+  }
+}

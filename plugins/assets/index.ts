@@ -1,0 +1,28 @@
+import { asFunction } from 'awilix'
+import { definePlugin } from '../../core/plugin/contract.js'
+import { AssetSchema } from './entities.js'
+import { migrations } from './migrations.js'
+import { AssetService } from './service.js'
+import { registerAssetRoutes } from './routes.js'
+import { registerProjectAssetRoutes } from './project-routes.js'
+import { defineAssetJobs } from './jobs.js'
+
+export { Asset } from './entities.js'
+export { AssetService } from './service.js'
+
+/** Assets and the media pipeline (§4.6, §4.9, §4.20): ingest, analysis with ffprobe/sharp, listing. */
+export const assetsPlugin = definePlugin({
+  name: 'assets',
+  title: 'Assets',
+  version: '0.1.0',
+  description: 'Files of projects as assets: ingest, technical metadata, listing',
+  dependsOn: ['projects'],
+  entities: [AssetSchema],
+  migrations,
+  register(api) {
+    api.provide('assets', asFunction((c: any) => new AssetService(c.projects, c.jobs)).singleton())
+    registerAssetRoutes(api)
+    registerProjectAssetRoutes(api)
+    defineAssetJobs(api.jobs)
+  },
+})

@@ -1,0 +1,92 @@
+import type { JobRegistrar } from '../../core/plugin/contract.js'
+import type { MediaTools } from '../../core/media/tools.js'
+import { Project } from '../projects/entities.js'
+import type { ProjectService } from '../projects/service.js'
+import { Asset } from './entities.js'
+import { analyse } from './probe.js'
+import type { AssetService } from './service.js'
+import { walkFiles } from './files.js'
+
+/** Jobs are at least once: each handler re-reads the asset and writes the same result on a rerun. */
+export function defineAssetJobs(jobs: JobRegistrar) {
+  jobs.define<{ assetId: number }>('assets.analyse', {
+    kind: 'asset',
+    maxAttempts: 3,
+    async handler(ctx) {
+      const asset = await ctx.em.findOne(Asset, ctx.payload.assetId, { populate: ['project'] })
+      if (!asset || !asset.online) return { skipped: true }
+      const assets = ctx.resolve<AssetService>('assets')
+      const tools = ctx.resolve<MediaTools>('mediaTools')
+      asset.analysisState = 'processing'
+      await ctx.em.flush()
+      try {
+        const result = await analyse((await tools.ready()).get('ffprobe')?.path ?? null, assets.fileOf(asset))
+        asset.type = result.type
+        asset.duration = result.duration
+        asset.metadata = result.metadata
+        asset.analysisState = 'ready'
+        asset.analysisError = null
+        asset.metadataChangedAt = new Date()
+        ctx.count(1, 0)
+      } catch (err) {
+        asset.analysisState = 'failed'
+        asset.analysisError = (err as Error).message
+        ctx.count(0, 1)
+        await ctx.em.flush()
+        throw err
+      }
+      await ctx.em.flush()
+      return { type: asset.type }
+    },
+  })
+
+  jobs.define<{ projectId: number; userId?: number }>('assets.reindex', {
+    kind: 'project',
+    concurrency: 1,
+    async handler(ctx) {
+      const project = await ctx.em.findOne(Project, { id: ctx.payload.projectId, deleted: false })
+      if (!project) return { skipped: true }
+      const assets = ctx.resolve<AssetService>('assets')
+      const root = ctx.resolve<ProjectService>('projects').pathOf(project)
+      const seen = new Set<string>()
+      let batch: string[] = []
+      const flush = async () => {
+        if (batch.length) await assets.register(ctx.em, project, batch, { userId: ctx.payload.userId })
+        ctx.em.clear()
+        batch = []
+      }
+      for await (const relative of walkFiles(root)) {
+        if (ctx.signal.aborted) throw new Error('cancelled')
+        seen.add(relative)
+        batch.push(relative)
+        if (batch.length >= 200) await flush()
+      }
+      await flush()
+      // files that vanished stay as offline assets (their metadata and proxies are kept)
+      let offline = 0
+      for (const asset of await ctx.em.find(Asset, { project: project.id, online: true }, { fields: ['id', 'path'] })) {
+        if (seen.has(asset.path)) continue
+        await ctx.em.nativeUpdate(Asset, { id: asset.id }, { online: false })
+        offline++
+      }
+      return { files: seen.size, offline }
+    },
+  })
+
+  jobs.define<{ projectId: number; onlyOther: boolean; userId?: number }>('assets.reanalyse', {
+    kind: 'project',
+    concurrency: 1,
+    async handler(ctx) {
+      const assets = ctx.resolve<AssetService>('assets')
+      const where = { project: ctx.payload.projectId, online: true, ...(ctx.payload.onlyOther ? { type: 'other' as const } : {}) }
+      let queued = 0
+      for (let offset = 0; ; offset += 500) {
+        const page = await ctx.em.find(Asset, where, { populate: ['project'], orderBy: { id: 'asc' }, limit: 500, offset })
+        for (const asset of page) await assets.analyseLater(asset, ctx.payload.userId)
+        queued += page.length
+        if (page.length < 500) break
+      }
+      return { queued }
+    },
+  })
+}

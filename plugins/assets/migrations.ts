@@ -1,0 +1,44 @@
+import { timestamps, type Migration } from '../../core/db/migrator.js'
+
+export const migrations: Migration[] = [
+  {
+    name: '0001-assets',
+    async up(knex) {
+      await knex.schema.createTable('assets', (t) => {
+        t.increments('id')
+        t.string('uuid', 36).notNullable().unique()
+        t.integer('project_id').notNullable().references('projects.id').onDelete('CASCADE')
+        t.text('path').notNullable()
+        t.text('folder').notNullable()
+        t.text('name').notNullable()
+        t.string('type', 10).notNullable()
+        t.bigInteger('size').notNullable().defaultTo(0)
+        t.timestamp('mtime', { useTz: true })
+        t.bigInteger('inode')
+        t.bigInteger('device')
+        t.boolean('online').notNullable().defaultTo(true)
+        t.string('analysis_state', 12).notNullable()
+        t.string('proxy_state', 12).notNullable()
+        t.json('metadata').notNullable()
+        t.double('duration')
+        t.text('description')
+        t.string('crc32', 8)
+        t.string('sha256', 64)
+        t.timestamp('hashed_at', { useTz: true })
+        t.text('proxy_key_enc')
+        t.integer('proxy_version').notNullable().defaultTo(0)
+        t.json('proxies').notNullable()
+        t.text('proxy_error')
+        t.text('analysis_error')
+        t.timestamp('metadata_changed_at', { useTz: true })
+        timestamps(t)
+        // listing a folder of a project in name order is the hot read (GET /projects/:id/assets)
+        t.index(['project_id', 'folder', 'name'])
+        t.index(['sha256'])
+        t.index(['inode', 'device'])
+      })
+      // a path is one asset per project; text columns need an explicit unique index
+      await knex.schema.alterTable('assets', (t) => t.unique(['project_id', 'path']))
+    },
+  },
+]

@@ -1,0 +1,104 @@
+import path from 'node:path'
+import { Type } from 'typebox'
+import type { RegisterApi } from '../../core/plugin/contract.js'
+import type { MamContext } from '../../core/http/context.js'
+import { IdParams } from '../../core/http/schemas.js'
+import { invalidParam } from '../../core/errors.js'
+import { resolveInside } from '../../core/storage/paths.js'
+import type { JobService } from '../../core/jobs/service.js'
+import { serializeJob } from '../../core/system/status-routes.js'
+import type { ProjectService } from '../projects/service.js'
+import { Asset } from './entities.js'
+import { AddAssetsInput, CountInput, InjectInput, ListAssetsInput } from './schemas.js'
+import { cleanRelative, type AssetService } from './service.js'
+import { freeName, moveFile } from './files.js'
+
+export const MAX_UPLOAD_BYTES = 50 * 1024 ** 3
+const Empty = Type.Object({}, { additionalProperties: false })
+
+const like = (prefix: string) => `${prefix.replace(/[\\%_]/g, (c) => `\\${c}`)}/%`
+
+/** §4.20 asset routes of projects: list, count, addassets, inject_uploads, reindex, rescan, repair, changed metadata. */
+export function registerProjectAssetRoutes({ routes }: RegisterApi) {
+  const assets = (ctx: MamContext) => ctx.resolve<AssetService>('assets')
+  const projects = (ctx: MamContext) => ctx.resolve<ProjectService>('projects')
+
+  const folderFilter = (ctx: MamContext) => {
+    const folder = ctx.input.folder ? cleanRelative(ctx.input.folder, 'folder') : ''
+    if (!ctx.input.recursive) return { folder }
+    return folder ? { $or: [{ folder }, { folder: { $like: like(folder) } }] } : {}
+  }
+
+  routes.get('/projects/:id/assets', { access: 'authenticated', params: IdParams, input: ListAssetsInput, summary: 'assets of a project folder (paginated)' }, async (ctx) => {
+    const { project } = await projects(ctx).readable(ctx, ctx.params.id)
+    const { page = 1, per_page = 100, type, online } = ctx.input
+    const where = { project, ...folderFilter(ctx), ...(type ? { type } : {}), ...(online !== undefined ? { online } : {}) }
+    const [rows, total] = await ctx.em.findAndCount(Asset, where as any, { orderBy: { folder: 'asc', name: 'asc' }, limit: per_page, offset: (page - 1) * per_page })
+    for (const a of rows) a.project = project
+    ctx.set('X-Total-Count', String(total))
+    return { assets: rows.map((a) => assets(ctx).serialize(a)) }
+  })
+
+  routes.get('/projects/:id/count_assets', { access: 'authenticated', params: IdParams, input: CountInput, summary: 'number of assets inside a folder' }, async (ctx) => {
+    const { project } = await projects(ctx).readable(ctx, ctx.params.id)
+    const count = await ctx.em.count(Asset, { project, ...folderFilter(ctx) } as any)
+    return { hash: { count, folder: ctx.input.folder ?? '', recursive: ctx.input.recursive ?? false } }
+  })
+
+  routes.post('/projects/:id/addassets', { access: 'authenticated', params: IdParams, input: AddAssetsInput, summary: 'register files already in the project tree' }, async (ctx) => {
+    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    const added = await assets(ctx).register(ctx.em, project, ctx.input.paths, { userId: ctx.user!.userId })
+    ctx.status = 201
+    return { assets: added.map((a) => assets(ctx).serialize(a)) }
+  })
+
+  routes.post(
+    '/projects/:id/inject_uploads',
+    { access: 'authenticated', params: IdParams, input: InjectInput, multipart: { maxFileSize: MAX_UPLOAD_BYTES, maxFiles: 100 }, summary: 'upload files into a project folder (multipart `file` parts, `path`)' },
+    async (ctx) => {
+      const s = projects(ctx)
+      const project = await s.writable(ctx, ctx.params.id)
+      const files = ctx.files.filter((f) => f.field === 'file' || f.field === 'file[]' || f.field.startsWith('files'))
+      if (!files.length) throw invalidParam('file', 'is required: one or more multipart file parts')
+      await s.assertSpace(ctx.em, project, files.reduce((n, f) => n + f.size, 0))
+      const root = s.pathOf(project)
+      const dir = ctx.input.path ? await resolveInside(root, ctx.input.path, 'path') : root
+      const taken = new Set<string>()
+      const relatives: string[] = []
+      for (const f of files) {
+        // the client's file name is only a name: its last segment, cleaned, never a path
+        const base = path.basename(f.originalName.replace(/\\/g, '/')).replace(/[\0]/g, '') || 'upload'
+        const name = await freeName(dir, base.startsWith('.') ? `_${base}` : base, taken)
+        taken.add(name)
+        await moveFile(f.tempPath, path.join(dir, name))
+        relatives.push(path.relative(root, path.join(dir, name)).split(path.sep).join('/'))
+      }
+      const added = await assets(ctx).register(ctx.em, project, relatives, { userId: ctx.user!.userId })
+      project.size += files.reduce((n, f) => n + f.size, 0)
+      await ctx.em.flush()
+      await s.refreshTeamSpace(project.id)
+      ctx.status = 201
+      return { assets: added.map((a) => assets(ctx).serialize(a)) }
+    },
+  )
+
+  const enqueue = (type: string, payload: (projectId: number, ctx: MamContext) => object) => async (ctx: MamContext) => {
+    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    const job = await ctx.resolve<JobService>('jobs').enqueue(type, payload(project.id, ctx), { userId: ctx.user!.userId, projectId: project.id })
+    ctx.status = 202
+    return { job: serializeJob(job) }
+  }
+  routes.put('/projects/:id/reindex', { access: 'authenticated', params: IdParams, input: Empty, summary: 'walk the tree: new files become assets, vanished ones go offline' }, enqueue('assets.reindex', (projectId, ctx) => ({ projectId, userId: ctx.user!.userId })))
+  routes.put('/projects/:id/rescan', { access: 'authenticated', params: IdParams, input: Empty, summary: 're-analyse assets of unknown type' }, enqueue('assets.reanalyse', (projectId, ctx) => ({ projectId, onlyOther: true, userId: ctx.user!.userId })))
+  routes.put('/projects/:id/repair', { access: 'authenticated', params: IdParams, input: Empty, summary: 're-analyse all assets' }, enqueue('assets.reanalyse', (projectId, ctx) => ({ projectId, onlyOther: false, userId: ctx.user!.userId })))
+
+  routes.get('/projects/:id/changed_asset_metadata', { access: 'authenticated', params: IdParams, input: Type.Object({ since: Type.Optional(Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}', maxLength: 40 })) }, { additionalProperties: false }), summary: 'assets whose metadata changed since the project was last used' }, async (ctx) => {
+    const { project } = await projects(ctx).readable(ctx, ctx.params.id)
+    const since = ctx.input.since ? new Date(ctx.input.since) : project.lastUsedAt
+    if (since && Number.isNaN(since.getTime())) throw invalidParam('since', 'must be an ISO 8601 time')
+    const where = { project, ...(since ? { metadataChangedAt: { $gt: since } } : { metadataChangedAt: { $ne: null } }) }
+    const rows = await ctx.em.find(Asset, where, { orderBy: { metadataChangedAt: 'asc' }, limit: 1000 })
+    for (const a of rows) a.project = project
+    return { assets: rows.map((a) => assets(ctx).serialize(a)), since: since?.toISOString() ?? null }
+  })
+}

@@ -1,0 +1,127 @@
+import { rm } from 'node:fs/promises'
+import path from 'node:path'
+import type { RegisterApi } from '../../core/plugin/contract.js'
+import type { MamContext } from '../../core/http/context.js'
+import { IdParams } from '../../core/http/schemas.js'
+import { invalidParam, notFound } from '../../core/errors.js'
+import { isInside, resolveInside } from '../../core/storage/paths.js'
+import type { StorageRegistry } from '../../core/storage/storages.js'
+import { Project } from '../projects/entities.js'
+import type { ProjectService } from '../projects/service.js'
+import type { AccessRightService } from '../identity/access-rights.js'
+import { PROJECT } from '../projects/service.js'
+import { Asset } from './entities.js'
+import { AssetUpdateInput, ByPathInput, DestroyInput, LinksInput, PropertiesInput } from './schemas.js'
+import { cleanRelative, type AssetService } from './service.js'
+import { METADATA_PROPERTIES } from './properties.js'
+
+/** §4.6 asset routes of this plugin, §4.9 and §4.13 metadata properties. */
+export function registerAssetRoutes({ routes }: RegisterApi) {
+  const assets = (ctx: MamContext) => ctx.resolve<AssetService>('assets')
+  const projects = (ctx: MamContext) => ctx.resolve<ProjectService>('projects')
+
+  routes.get('/assets/by_path', { access: 'authenticated', input: ByPathInput, bodyKey: 'path', summary: 'the asset at a path (relative with project_id, or absolute on the server)' }, async (ctx) => {
+    const { project, relative } = await locate(ctx, ctx.input.path, ctx.input.project_id)
+    const asset = await ctx.em.findOne(Asset, { project, path: relative }, { populate: ['project'] })
+    if (!asset) throw notFound('asset at path', ctx.input.path)
+    return { asset: assets(ctx).serialize(asset) }
+  })
+
+  routes.get('/assets/links', { access: 'authenticated', input: LinksInput, bodyKey: 'asset_ids', summary: 'assets sharing a file (inode) with the given ones' }, async (ctx) => {
+    const links: Record<string, number[]> = {}
+    const readable = ctx.user!.isAdmin ? null : ctx.resolve<AccessRightService>('accessRights').readableIds(ctx.user!, PROJECT.type)
+    for (const id of ctx.input.asset_ids as number[]) {
+      const { asset } = await assets(ctx).readable(ctx, id)
+      if (asset.inode === null) {
+        links[id] = []
+        continue
+      }
+      const where: Record<string, unknown> = { inode: asset.inode, device: asset.device, id: { $ne: asset.id }, online: true, project: { deleted: false } }
+      if (readable) where.project = { deleted: false, id: { $in: readable } }
+      const others = await ctx.em.find(Asset, where as any, { fields: ['id'], orderBy: { id: 'asc' }, limit: 1000 })
+      links[id] = others.map((o) => o.id)
+    }
+    return { links }
+  })
+
+  routes.delete('/assets/destroy', { access: 'authenticated', input: DestroyInput, summary: 'remove assets or folders from storage and database' }, async (ctx) => {
+    const { asset_ids = [], paths = [], project_id } = ctx.input
+    if (!asset_ids.length && !paths.length) throw invalidParam('asset_ids', 'or paths (with project_id) is required')
+    if (paths.length && !project_id) throw invalidParam('project_id', 'is required with paths')
+    const targets: Array<{ file: string; project: Project; relative: string }> = []
+    for (const id of asset_ids) {
+      const asset = await assets(ctx).writable(ctx, id)
+      targets.push({ file: assets(ctx).fileOf(asset), project: asset.project, relative: asset.path })
+    }
+    if (paths.length) {
+      const project = await projects(ctx).writable(ctx, project_id)
+      const root = projects(ctx).pathOf(project)
+      for (const [i, p] of paths.entries()) {
+        const file = await resolveInside(root, p, `paths[${i}]`)
+        if (file === root) throw invalidParam(`paths[${i}]`, 'must name something inside the project')
+        targets.push({ file, project, relative: path.relative(root, file).split(path.sep).join('/') })
+      }
+    }
+    const removed: Asset[] = []
+    for (const t of targets) {
+      const rows = await ctx.em.find(Asset, { project: t.project, $or: [{ path: t.relative }, { path: { $like: `${t.relative.replace(/[\\%_]/g, (c) => `\\${c}`)}/%` } }] }, { populate: ['project'] })
+      await rm(t.file, { recursive: true, force: true })
+      removed.push(...rows)
+      for (const r of rows) ctx.em.remove(r)
+    }
+    const body = { assets: removed.map((a) => assets(ctx).serialize(a)) }
+    await ctx.em.flush()
+    return body
+  })
+
+  routes.get('/assets/:id', { access: 'authenticated', params: IdParams, summary: 'show an asset' }, async (ctx) => ({
+    asset: assets(ctx).serialize((await assets(ctx).readable(ctx, ctx.params.id)).asset),
+  }))
+
+  routes.put('/assets/:id', { access: 'authenticated', params: IdParams, input: AssetUpdateInput, summary: 'update an asset (description)' }, async (ctx) => {
+    const asset = await assets(ctx).writable(ctx, ctx.params.id)
+    const description = ctx.input.asset?.description ?? ctx.input.description
+    if (description !== undefined) asset.description = description
+    await ctx.em.flush()
+    return { asset: assets(ctx).serialize(asset) }
+  })
+
+  routes.delete('/assets/:id/delete_description', { access: 'authenticated', params: IdParams, summary: "clear an asset's description" }, async (ctx) => {
+    const asset = await assets(ctx).writable(ctx, ctx.params.id)
+    asset.description = null
+    await ctx.em.flush()
+    return { asset: assets(ctx).serialize(asset) }
+  })
+
+  routes.get('/available_metadata_properties', { access: 'authenticated', input: PropertiesInput, summary: 'metadata properties matching a query' }, (ctx) => {
+    const q = (ctx.input.query ?? '').toLowerCase()
+    return { available_metadata_properties: METADATA_PROPERTIES.filter((p) => !q || p.name.includes(q) || p.label.toLowerCase().includes(q)) }
+  })
+
+  routes.get('/settings/metadata_properties', { access: 'authenticated', summary: 'metadata properties the indexer writes and search can use' }, () => ({
+    metadata_properties: METADATA_PROPERTIES,
+  }))
+}
+
+/** `path` relative to a project (with project_id) or absolute on the server → the project and the relative path */
+async function locate(ctx: MamContext, input: string, projectId?: number): Promise<{ project: Project; relative: string }> {
+  const projects = ctx.resolve<ProjectService>('projects')
+  if (projectId !== undefined) {
+    const { project } = await projects.readable(ctx, projectId)
+    return { project, relative: cleanRelative(input, 'path') }
+  }
+  if (!path.isAbsolute(input)) throw invalidParam('project_id', 'is required for a relative path')
+  for (const storage of ctx.resolve<StorageRegistry>('storages').list()) {
+    const abs = path.resolve(input)
+    if (!isInside(storage.root, abs) || abs === storage.root) continue
+    const [folder, ...rest] = path.relative(storage.root, abs).split(path.sep)
+    const project = await ctx.em.findOne(Project, { storage: storage.name, folder, deleted: false })
+    if (!project) break
+    await projects.readable(ctx, project.id).catch(() => {
+      throw notFound('asset at path', input)
+    })
+    return { project, relative: rest.join('/') }
+  }
+  throw notFound('asset at path', input)
+}
+

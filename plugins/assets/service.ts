@@ -1,0 +1,118 @@
+import { stat } from 'node:fs/promises'
+import path from 'node:path'
+import type { EntityManager } from '../../core/db/orm.js'
+import type { MamContext } from '../../core/http/context.js'
+import type { JobService } from '../../core/jobs/service.js'
+import { iso } from '../../core/db/entity.js'
+import { relativeSegments, resolveInside } from '../../core/storage/paths.js'
+import { invalidParam, notFound } from '../../core/errors.js'
+import type { Project } from '../projects/entities.js'
+import type { ProjectService } from '../projects/service.js'
+import type { Right } from '../identity/access-rights.js'
+import { Asset } from './entities.js'
+import { folderOf } from './files.js'
+
+/** a client path relative to a project, cleaned: `a//b/./c` → `a/b/c` */
+export const cleanRelative = (input: string, param: string) => relativeSegments(input, param).join('/')
+
+/**
+ * Assets: files of a project tree as database rows. Registration is idempotent (the path is the
+ * key), and every new or changed file gets an analysis job. Resolved as `assets`.
+ */
+export class AssetService {
+  constructor(
+    private readonly projects: ProjectService,
+    private readonly jobs: JobService,
+  ) {}
+
+  /** an asset of a project the user can read (404 otherwise) */
+  async readable(ctx: MamContext, id: number): Promise<{ asset: Asset; right: Right }> {
+    const asset = await ctx.em.findOne(Asset, id, { populate: ['project'] })
+    if (!asset || asset.project.deleted) throw notFound('asset', id)
+    const { right } = await this.projects.readable(ctx, asset.project.id).catch(() => {
+      throw notFound('asset', id)
+    })
+    return { asset, right }
+  }
+
+  /** an asset the user may change: write right on its project, project not frozen */
+  async writable(ctx: MamContext, id: number): Promise<Asset> {
+    const { asset } = await this.readable(ctx, id)
+    await this.projects.writable(ctx, asset.project.id)
+    return asset
+  }
+
+  fileOf(asset: Asset): string {
+    return path.join(this.projects.pathOf(asset.project), ...asset.path.split('/'))
+  }
+
+  /**
+   * Adds or refreshes the rows for files already in the tree. New files and files whose size or
+   * modification time changed are (re-)analysed; unchanged ones are left alone.
+   */
+  async register(em: EntityManager, project: Project, relatives: string[], options: { userId?: number; param?: string } = {}): Promise<Asset[]> {
+    const root = this.projects.pathOf(project)
+    const out: Asset[] = []
+    const toAnalyse: Asset[] = []
+    for (const [i, raw] of relatives.entries()) {
+      const param = relatives.length > 1 ? `${options.param ?? 'paths'}[${i}]` : (options.param ?? 'paths')
+      const file = await resolveInside(root, raw, param)
+      const info = await stat(file).catch(() => null)
+      if (!info) throw notFound('file', raw)
+      if (!info.isFile()) throw invalidParam(param, 'is not a file')
+      const relative = path.relative(root, file).split(path.sep).join('/')
+      let asset = await em.findOne(Asset, { project, path: relative })
+      const changed = !asset || asset.size !== info.size || asset.mtime?.getTime() !== Math.floor(info.mtimeMs) || !asset.online
+      if (!asset) {
+        asset = em.create(Asset, { project, path: relative, folder: folderOf(relative), name: path.basename(relative) })
+      }
+      Object.assign(asset, { size: info.size, mtime: new Date(Math.floor(info.mtimeMs)), inode: info.ino, device: info.dev, online: true })
+      if (changed) {
+        asset.analysisState = 'pending'
+        toAnalyse.push(asset)
+      }
+      out.push(asset)
+    }
+    await em.flush()
+    for (const asset of toAnalyse) await this.analyseLater(asset, options.userId)
+    return out
+  }
+
+  analyseLater(asset: Asset, userId?: number) {
+    return this.jobs.enqueue('assets.analyse', { assetId: asset.id }, { userId: userId ?? null, projectId: asset.project.id, assetId: asset.id, priority: asset.project.encodingPriority })
+  }
+
+  serialize(a: Asset) {
+    const meta = a.metadata as Record<string, any>
+    return {
+      id: a.id,
+      uuid: a.uuid,
+      name: a.name,
+      type: a.type,
+      project_id: a.project.id,
+      project_name: a.project.name,
+      path: a.path,
+      folder: a.folder,
+      size: a.size,
+      duration: a.duration,
+      online: a.online,
+      file_names: [a.name],
+      clip_names: [meta.clip_name ?? a.name],
+      metadata: a.metadata,
+      analysis_state: a.analysisState,
+      proxy_state: a.proxyState,
+      proxy: { state: a.proxyState, version: a.proxyVersion, kinds: Object.keys(a.proxies) },
+      video: a.type === 'video',
+      audio: a.type === 'audio' || (a.type === 'video' && meta.audio_channels > 0),
+      image: a.type === 'image',
+      descriptions: a.description ? [a.description] : [],
+      description: a.description,
+      crc32: a.crc32,
+      sha256: a.sha256,
+      archive_strategy_id: null,
+      modified_at: iso(a.mtime),
+      created_at: iso(a.createdAt),
+      updated_at: iso(a.updatedAt),
+    }
+  }
+}
