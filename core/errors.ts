@@ -14,6 +14,7 @@ export const ERRORS = {
   gone: { status: 410, title: 'Gone' },
   payload_too_large: { status: 413, title: 'Payload too large' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type' },
+  range_not_satisfiable: { status: 416, title: 'Range not satisfiable' },
   invalid_parameters: { status: 422, title: 'Invalid parameters' },
   locked: { status: 423, title: 'Locked' },
   rate_limited: { status: 429, title: 'Too many requests' },

@@ -1,4 +1,5 @@
 import { asFunction } from 'awilix'
+import type { MamConfig } from '../../core/config.js'
 import { definePlugin } from '../../core/plugin/contract.js'
 import { AssetSchema } from './entities.js'
 import { migrations } from './migrations.js'
@@ -6,6 +7,9 @@ import { AssetService } from './service.js'
 import { registerAssetRoutes } from './routes.js'
 import { registerProjectAssetRoutes } from './project-routes.js'
 import { defineAssetJobs } from './jobs.js'
+import { defineProxyJobs } from './proxy-jobs.js'
+import { registerProxyRoutes } from './proxy-routes.js'
+import { ProxyStore } from './proxy-store.js'
 
 export { Asset } from './entities.js'
 export { AssetService } from './service.js'
@@ -15,14 +19,18 @@ export const assetsPlugin = definePlugin({
   name: 'assets',
   title: 'Assets',
   version: '0.1.0',
-  description: 'Files of projects as assets: ingest, technical metadata, listing',
+  description: 'Files of projects as assets: ingest, technical metadata, encrypted proxies, listing',
   dependsOn: ['projects'],
   entities: [AssetSchema],
   migrations,
   register(api) {
     api.provide('assets', asFunction((c: any) => new AssetService(c.projects, c.jobs)).singleton())
     registerAssetRoutes(api)
+    api.provide('proxyStore', asFunction(({ config }: { config: MamConfig }) => new ProxyStore(config.dataDir, config.secretKey)).singleton())
     registerProjectAssetRoutes(api)
+    registerProxyRoutes(api)
     defineAssetJobs(api.jobs)
+    // one video encode per two cores keeps ffmpeg near its real-time multiple (PERFORMANCE.md)
+    defineProxyJobs(api.jobs, Number(api.config.plugins.assets?.encodeConcurrency ?? 1))
   },
 })

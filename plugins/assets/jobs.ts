@@ -36,6 +36,7 @@ export function defineAssetJobs(jobs: JobRegistrar) {
         throw err
       }
       await ctx.em.flush()
+      if (asset.type !== 'other') await ctx.resolve('jobs').enqueue('assets.proxy', { assetId: asset.id }, { userId: null, projectId: asset.project.id, assetId: asset.id, priority: asset.project.encodingPriority })
       return { type: asset.type }
     },
   })

@@ -1,0 +1,131 @@
+import { mkdir, rm } from 'node:fs/promises'
+import path from 'node:path'
+import type { JobRegistrar } from '../../core/plugin/contract.js'
+import type { MamConfig } from '../../core/config.js'
+import type { MediaTools } from '../../core/media/tools.js'
+import type { JobContext } from '../../core/jobs/types.js'
+import { Asset } from './entities.js'
+import type { AssetService } from './service.js'
+import type { ProxyStore } from './proxy-store.js'
+import { buildEditingProxy, buildProxies, burnTimecode, DEFAULT_PROXY_SETTINGS, type ProxySettings } from './proxies.js'
+
+export const settingsOf = (config: MamConfig): ProxySettings => ({ ...DEFAULT_PROXY_SETTINGS, ...(config.plugins.assets?.proxy as Partial<ProxySettings> | undefined) })
+
+/** a private scratch folder per run, removed whatever happens */
+async function withWorkDir<T>(ctx: JobContext, work: (dir: string) => Promise<T>): Promise<T> {
+  const dir = path.join(ctx.resolve<MamConfig>('config').dataDir, 'tmp', `job-${ctx.id}-${ctx.attempt}`)
+  await rm(dir, { recursive: true, force: true })
+  await mkdir(dir, { recursive: true })
+  try {
+    return await work(dir)
+  } finally {
+    await rm(dir, { recursive: true, force: true })
+  }
+}
+
+async function loadAsset(ctx: JobContext<{ assetId: number }>) {
+  const asset = await ctx.em.findOne(Asset, ctx.payload.assetId, { populate: ['project'] })
+  return asset && asset.online && !asset.project.deleted ? asset : null
+}
+
+export function defineProxyJobs(jobs: JobRegistrar, encodeConcurrency: number) {
+  jobs.define<{ assetId: number }>('assets.proxy', {
+    kind: 'asset',
+    concurrency: encodeConcurrency,
+    maxAttempts: 3,
+    async handler(ctx) {
+      const asset = await loadAsset(ctx)
+      if (!asset || asset.analysisState !== 'ready') return { skipped: true }
+      const ffmpeg = await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
+      const store = ctx.resolve<ProxyStore>('proxyStore')
+      asset.proxyState = 'processing'
+      await ctx.em.flush()
+      try {
+        const stored = await withWorkDir(ctx, async (dir) => {
+          const plain = await buildProxies(ffmpeg, asset, ctx.resolve<AssetService>('assets').fileOf(asset), dir, settingsOf(ctx.resolve('config')), ctx.signal)
+          return store.store(asset, plain)
+        })
+        // an existing editing proxy stays valid; the low-res kinds are replaced
+        asset.proxies = { ...(asset.proxies.editing ? { editing: asset.proxies.editing } : {}), ...stored }
+        asset.proxyState = 'ready'
+        asset.proxyError = null
+        ctx.count(1, 0)
+      } catch (err) {
+        asset.proxyState = 'failed'
+        asset.proxyError = (err as Error).message
+        ctx.count(0, 1)
+        throw err
+      } finally {
+        await ctx.em.flush()
+      }
+      return { proxies: Object.keys(asset.proxies) }
+    },
+  })
+
+  jobs.define<{ assetId: number }>('assets.editing-proxy', {
+    kind: 'asset',
+    concurrency: encodeConcurrency,
+    maxAttempts: 3,
+    async handler(ctx) {
+      const asset = await loadAsset(ctx)
+      if (!asset || asset.type !== 'video') return { skipped: true }
+      const ffmpeg = await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
+      const store = ctx.resolve<ProxyStore>('proxyStore')
+      const stored = await withWorkDir(ctx, async (dir) => {
+        const target = path.join(dir, 'editing.mov')
+        await buildEditingProxy(ffmpeg, asset, ctx.resolve<AssetService>('assets').fileOf(asset), target, settingsOf(ctx.resolve('config')), ctx.signal)
+        return store.store(asset, { editing: target })
+      })
+      asset.proxies = { ...asset.proxies, ...stored }
+      await ctx.em.flush()
+      return { editing: stored.editing }
+    },
+  })
+
+  jobs.define<{ assetId: number }>('assets.burn-timecode', {
+    kind: 'asset',
+    concurrency: encodeConcurrency,
+    maxAttempts: 3,
+    async handler(ctx) {
+      const asset = await loadAsset(ctx)
+      if (!asset || asset.type !== 'video') return { skipped: true }
+      const ffmpeg = await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
+      const store = ctx.resolve<ProxyStore>('proxyStore')
+      const stored = await withWorkDir(ctx, async (dir) => {
+        const target = path.join(dir, 'burnin.mp4')
+        await burnTimecode(ffmpeg, asset, ctx.resolve<AssetService>('assets').fileOf(asset), target, settingsOf(ctx.resolve('config')), ctx.signal)
+        return store.store(asset, { burnin: target })
+      })
+      asset.proxies = { ...asset.proxies, ...stored }
+      await ctx.em.flush()
+      return { burnin: stored.burnin }
+    },
+  })
+
+  /** one job per project action: it queues the per-asset jobs page by page */
+  jobs.define<{ projectId: number; action: 'proxy' | 'burn-timecode' | 'convert-layout'; userId?: number }>('assets.project-batch', {
+    kind: 'project',
+    concurrency: 1,
+    async handler(ctx) {
+      const store = ctx.resolve<ProxyStore>('proxyStore')
+      const where = { project: ctx.payload.projectId, online: true, ...(ctx.payload.action === 'burn-timecode' ? { type: 'video' as const } : {}) }
+      let done = 0
+      for (let lastId = 0; ; ) {
+        const page = await ctx.em.find(Asset, { ...where, id: { $gt: lastId } }, { populate: ['project'], orderBy: { id: 'asc' }, limit: 500 })
+        if (!page.length) break
+        for (const asset of page) {
+          if (ctx.payload.action === 'convert-layout') {
+            if (await store.migrate(asset)) done++
+          } else {
+            await ctx.resolve('jobs').enqueue(`assets.${ctx.payload.action}`, { assetId: asset.id }, { userId: ctx.payload.userId ?? null, projectId: asset.project.id, assetId: asset.id, priority: asset.project.encodingPriority })
+            done++
+          }
+        }
+        await ctx.em.flush()
+        lastId = page[page.length - 1].id
+        ctx.em.clear()
+      }
+      return { assets: done }
+    },
+  })
+}

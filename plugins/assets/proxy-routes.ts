@@ -1,0 +1,82 @@
+import { Type } from 'typebox'
+import type { RegisterApi } from '../../core/plugin/contract.js'
+import type { MamContext } from '../../core/http/context.js'
+import { IdParam, IdParams } from '../../core/http/schemas.js'
+import { notFound } from '../../core/errors.js'
+import type { JobService } from '../../core/jobs/service.js'
+import type { MediaTools } from '../../core/media/tools.js'
+import { serializeJob } from '../../core/system/status-routes.js'
+import type { ProjectService } from '../projects/service.js'
+import type { AssetService } from './service.js'
+import type { ProxyStore } from './proxy-store.js'
+import type { Asset } from './entities.js'
+import { sendFile } from './serve-file.js'
+
+const KINDS: Record<string, string> = {
+  lowres: 'video/mp4',
+  audio: 'audio/mp4',
+  image: 'image/webp',
+  poster: 'image/jpeg',
+  thumbnails: 'image/jpeg',
+  waveform: 'image/png',
+  burnin: 'video/mp4',
+  editing: 'video/quicktime',
+}
+const Empty = Type.Object({}, { additionalProperties: false })
+const KindParams = Type.Object({ id: IdParam, kind: Type.Unsafe<string>({ type: 'string', enum: Object.keys(KINDS) }) })
+
+/** the playable low-res proxy of an asset: the MP4 for video, AAC for audio, WebP for stills */
+export const lowresKind = (asset: Asset) => (asset.type === 'audio' ? 'audio' : asset.type === 'image' ? 'image' : 'lowres')
+
+/** serves a stored proxy, decrypted on the fly, with Range */
+export async function sendProxy(ctx: MamContext, asset: Asset, kind: string, filename?: string) {
+  const store = ctx.resolve<ProxyStore>('proxyStore')
+  const file = store.fileOf(asset, kind)
+  if (!file) throw notFound(`${kind} proxy of asset`, asset.id)
+  await sendFile(ctx, { path: file, key: store.keyOf(asset), type: KINDS[kind], filename })
+}
+
+/** proxies: the key, the files, re-encoding and the project-wide proxy jobs (§4.6, §4.20) */
+export function registerProxyRoutes({ routes }: RegisterApi) {
+  const assets = (ctx: MamContext) => ctx.resolve<AssetService>('assets')
+  const jobs = (ctx: MamContext) => ctx.resolve<JobService>('jobs')
+
+  routes.get('/assets/:id/proxy_key', { access: 'authenticated', params: IdParams, summary: 'the binary proxy encryption key of an asset' }, async (ctx) => {
+    const { asset } = await assets(ctx).readable(ctx, ctx.params.id)
+    if (!asset.proxyKeyEnc) throw notFound('proxy key of asset', asset.id)
+    ctx.type = 'application/octet-stream'
+    ctx.set('Cache-Control', 'no-store')
+    ctx.body = ctx.resolve<ProxyStore>('proxyStore').keyOf(asset)
+  })
+
+  routes.get('/assets/:id/download_lowres', { access: 'authenticated', params: IdParams, input: Type.Object({ inline: Type.Optional(Type.Boolean()) }, { additionalProperties: false }), summary: 'the low-res proxy (MP4 for video), with HTTP Range' }, async (ctx) => {
+    const { asset } = await assets(ctx).readable(ctx, ctx.params.id)
+    const kind = lowresKind(asset)
+    const ext = { lowres: 'mp4', audio: 'm4a', image: 'webp' }[kind]
+    await sendProxy(ctx, asset, kind, ctx.input.inline ? undefined : `${asset.name.replace(/\.[^.]*$/, '')}_lowres.${ext}`)
+  })
+
+  routes.get('/assets/:id/proxies/:kind', { access: 'authenticated', params: KindParams, summary: 'a proxy file: lowres, audio, image, poster, thumbnails, waveform, burnin, editing' }, async (ctx) => {
+    const { asset } = await assets(ctx).readable(ctx, ctx.params.id)
+    await sendProxy(ctx, asset, ctx.params.kind)
+  })
+
+  routes.post('/assets/:id/reencode', { access: 'authenticated', params: IdParams, input: Empty, summary: 'create new proxies' }, async (ctx) => {
+    const asset = await assets(ctx).writable(ctx, ctx.params.id)
+    await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
+    const job = await jobs(ctx).enqueue('assets.proxy', { assetId: asset.id }, { userId: ctx.user!.userId, projectId: asset.project.id, assetId: asset.id, priority: asset.project.encodingPriority })
+    ctx.status = 202
+    return { job: serializeJob(job) }
+  })
+
+  const projectBatch = (action: 'proxy' | 'burn-timecode' | 'convert-layout', needsFfmpeg: boolean) => async (ctx: MamContext) => {
+    const project = await ctx.resolve<ProjectService>('projects').writable(ctx, ctx.params.id)
+    if (needsFfmpeg) await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
+    const job = await jobs(ctx).enqueue('assets.project-batch', { projectId: project.id, action, userId: ctx.user!.userId }, { userId: ctx.user!.userId, projectId: project.id })
+    ctx.status = 202
+    return { job: serializeJob(job) }
+  }
+  routes.put('/projects/:id/reencode', { access: 'authenticated', params: IdParams, input: Empty, summary: 're-encode the proxies of all assets' }, projectBatch('proxy', true))
+  routes.put('/projects/:id/reburn_timecode', { access: 'authenticated', params: IdParams, input: Empty, summary: 'low-res copies with burnt-in timecode for all video assets' }, projectBatch('burn-timecode', true))
+  routes.put('/projects/:id/convert_proxy_structure', { access: 'authenticated', params: IdParams, input: Empty, summary: 'move proxies to the latest folder layout' }, projectBatch('convert-layout', false))
+}

@@ -1,0 +1,73 @@
+import { mkdir, rename, rm, stat } from 'node:fs/promises'
+import path from 'node:path'
+import { seal, unseal } from '../../core/crypto.js'
+import type { Asset } from './entities.js'
+import { encryptFile, newProxyKey } from './proxy-crypto.js'
+
+/**
+ * Where proxies live: below `<dataDir>/proxies`, keyed by the asset's uuid, never by a client path.
+ * Layout 1 put every asset in one folder (`proxies/<uuid>`); layout 2 shards by the uuid's first two
+ * characters (`proxies/v2/ab/<uuid>`) so no folder holds millions of entries. New proxies use the
+ * latest layout; `convert_proxy_structure` moves older ones.
+ */
+export const PROXY_LAYOUT = 2
+
+export class ProxyStore {
+  constructor(
+    private readonly dataDir: string,
+    private readonly secretKey: Buffer,
+  ) {}
+
+  dirOf(asset: Pick<Asset, 'uuid'>, layout: number): string {
+    if (layout <= 1) return path.join(this.dataDir, 'proxies', asset.uuid)
+    return path.join(this.dataDir, 'proxies', `v${layout}`, asset.uuid.slice(0, 2), asset.uuid)
+  }
+
+  fileOf(asset: Asset, kind: string): string | null {
+    const name = asset.proxies[kind]
+    return name ? path.join(this.dirOf(asset, asset.proxyVersion), name) : null
+  }
+
+  /** the asset's proxy key, created (and sealed into the row) on first use */
+  keyOf(asset: Asset): Buffer {
+    if (asset.proxyKeyEnc) return unseal(this.secretKey, asset.proxyKeyEnc)
+    const key = newProxyKey()
+    asset.proxyKeyEnc = seal(this.secretKey, key)
+    return key
+  }
+
+  /** encrypts plaintext proxies into the asset's folder; returns kind → file name */
+  async store(asset: Asset, plain: Record<string, string>): Promise<Record<string, string>> {
+    const key = this.keyOf(asset)
+    const layout = asset.proxyVersion || PROXY_LAYOUT
+    const dir = this.dirOf(asset, layout)
+    await mkdir(dir, { recursive: true })
+    const stored: Record<string, string> = {}
+    for (const [kind, file] of Object.entries(plain)) {
+      const name = `${kind}${path.extname(file)}.enc`
+      await encryptFile(key, file, path.join(dir, name))
+      stored[kind] = name
+    }
+    asset.proxyVersion = layout
+    return stored
+  }
+
+  /** moves an asset's proxies to the latest layout; idempotent (a rerun finds them moved) */
+  async migrate(asset: Asset): Promise<boolean> {
+    if (asset.proxyVersion === PROXY_LAYOUT || !Object.keys(asset.proxies).length) return false
+    const from = this.dirOf(asset, asset.proxyVersion)
+    const to = this.dirOf(asset, PROXY_LAYOUT)
+    const present = await stat(from).then(() => true, () => false)
+    if (present) {
+      await mkdir(path.dirname(to), { recursive: true })
+      await rm(to, { recursive: true, force: true })
+      await rename(from, to)
+    }
+    asset.proxyVersion = PROXY_LAYOUT
+    return true
+  }
+
+  async remove(asset: Asset): Promise<void> {
+    await rm(this.dirOf(asset, asset.proxyVersion), { recursive: true, force: true })
+  }
+}
