@@ -10,6 +10,13 @@ import { defineAssetJobs } from './jobs.js'
 import { defineProxyJobs } from './proxy-jobs.js'
 import { registerProxyRoutes } from './proxy-routes.js'
 import { ProxyStore } from './proxy-store.js'
+import { AssetStateSchema } from './downloads.js'
+import { defineDownloadJobs } from './download-jobs.js'
+import { registerDownloadRoutes } from './download-routes.js'
+import { defineHashJobs } from './hash-jobs.js'
+import { registerReportRoutes } from './report-routes.js'
+import type { JobService } from '../../core/jobs/service.js'
+import type { Knex } from '../../core/db/orm.js'
 
 export { Asset } from './entities.js'
 export { AssetService } from './service.js'
@@ -21,7 +28,7 @@ export const assetsPlugin = definePlugin({
   version: '0.1.0',
   description: 'Files of projects as assets: ingest, technical metadata, encrypted proxies, listing',
   dependsOn: ['projects'],
-  entities: [AssetSchema],
+  entities: [AssetSchema, AssetStateSchema],
   migrations,
   register(api) {
     api.provide('assets', asFunction((c: any) => new AssetService(c.projects, c.jobs)).singleton())
@@ -29,8 +36,17 @@ export const assetsPlugin = definePlugin({
     api.provide('proxyStore', asFunction(({ config }: { config: MamConfig }) => new ProxyStore(config.dataDir, config.secretKey)).singleton())
     registerProjectAssetRoutes(api)
     registerProxyRoutes(api)
+    registerDownloadRoutes(api)
+    registerReportRoutes(api)
     defineAssetJobs(api.jobs)
+    defineDownloadJobs(api.jobs)
+    defineHashJobs(api.jobs)
     // one video encode per two cores keeps ffmpeg near its real-time multiple (PERFORMANCE.md)
     defineProxyJobs(api.jobs, Number(api.config.plugins.assets?.encodeConcurrency ?? 1))
+  },
+  async start({ resolve }) {
+    // the clean-up of expired downloads reschedules itself; start the chain once
+    const pending = await resolve<Knex>('knex')('jobs').where({ type: 'assets.expire-downloads' }).whereIn('state', ['queued', 'running']).first()
+    if (!pending) await resolve<JobService>('jobs').enqueue('assets.expire-downloads', {}, { runAt: new Date(Date.now() + 60_000) })
   },
 })

@@ -41,4 +41,22 @@ export const migrations: Migration[] = [
       await knex.schema.alterTable('assets', (t) => t.unique(['project_id', 'path']))
     },
   },
+  {
+    name: '0002-asset-states',
+    async up(knex) {
+      await knex.schema.createTable('asset_states', (t) => {
+        t.increments('id')
+        t.integer('asset_id').notNullable().references('assets.id').onDelete('CASCADE')
+        t.integer('user_id').notNullable().references('users.id').onDelete('CASCADE')
+        t.string('kind', 20).notNullable()
+        t.integer('job_id')
+        t.string('file', 255)
+        t.double('size')
+        t.timestamp('expires_at', { useTz: true })
+        t.boolean('purged').notNullable().defaultTo(false)
+        timestamps(t)
+        t.index(['expires_at'])
+      })
+    },
+  },
 ]

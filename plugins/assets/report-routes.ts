@@ -1,0 +1,106 @@
+import { Type } from 'typebox'
+import type { RegisterApi } from '../../core/plugin/contract.js'
+import type { MamContext } from '../../core/http/context.js'
+import { IdParams } from '../../core/http/schemas.js'
+import type { JobService } from '../../core/jobs/service.js'
+import type { Knex } from '../../core/db/orm.js'
+import { serializeJob } from '../../core/system/status-routes.js'
+import type { ProjectService } from '../projects/service.js'
+import type { AccessRightService } from '../identity/access-rights.js'
+import { PROJECT } from '../projects/service.js'
+import { Asset } from './entities.js'
+import type { ProxyStore } from './proxy-store.js'
+import { plainSize } from './proxy-crypto.js'
+import { cleanRelative } from './service.js'
+
+const RehashInput = Type.Object({ sha256: Type.Optional(Type.Boolean({ default: true })) }, { additionalProperties: false })
+const FolderInput = Type.Object({ folder: Type.Optional(Type.String({ maxLength: 4096 })) }, { additionalProperties: false })
+const like = (prefix: string) => `${prefix.replace(/[\\%_]/g, (c) => `\\${c}`)}/%`
+
+/** rehash, the deduplication report, and the summaries an editor sees before checking out a folder */
+export function registerReportRoutes({ routes }: RegisterApi) {
+  const projects = (ctx: MamContext) => ctx.resolve<ProjectService>('projects')
+
+  routes.put('/projects/:id/rehash', { access: 'authenticated', params: IdParams, input: RehashInput, summary: 'hash all files (CRC-32, and SHA-256 unless sha256=false)' }, async (ctx) => {
+    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    const job = await ctx.resolve<JobService>('jobs').enqueue('assets.rehash', { projectId: project.id, sha256: ctx.input.sha256 ?? true }, { userId: ctx.user!.userId, projectId: project.id })
+    ctx.status = 202
+    return { job: serializeJob(job) }
+  })
+
+  routes.get('/deduplication_report', { access: 'authenticated', summary: 'files with identical content (SHA-256) across the projects you can read' }, async (ctx) => {
+    const knex = ctx.resolve<Knex>('knex')
+    const scope = (q: Knex.QueryBuilder) => {
+      q.join('projects as p', 'p.id', 'a.project_id').where('p.deleted', false).whereNotNull('a.sha256').where('a.online', true)
+      if (!ctx.user!.isAdmin) q.whereIn('a.project_id', ctx.resolve<AccessRightService>('accessRights').readableIds(ctx.user!, PROJECT.type))
+      return q
+    }
+    const groups = await scope(knex('assets as a')).groupBy('a.sha256').havingRaw('count(*) > 1').select('a.sha256').count({ count: '*' }).max({ size: 'a.size' }).orderByRaw('max(a.size) * (count(*) - 1) desc').limit(1000)
+    const members = groups.length
+      ? await scope(knex('assets as a')).whereIn('a.sha256', groups.map((g: any) => g.sha256)).select('a.id', 'a.sha256', 'a.project_id', 'p.name as project_name', 'a.path', 'a.size', 'a.inode', 'a.device').orderBy('a.id')
+      : []
+    const report: Array<{ sha256: string; size: number; count: number; wasted_bytes: number; assets: unknown[] }> = groups.map((g: any) => {
+      const assets = members.filter((m: any) => m.sha256 === g.sha256)
+      // hard links of one file take no extra space
+      const distinctFiles = new Set(assets.map((a: any) => `${a.device}:${a.inode}`)).size
+      return {
+        sha256: g.sha256,
+        size: Number(g.size),
+        count: Number(g.count),
+        wasted_bytes: Number(g.size) * (distinctFiles - 1),
+        assets: assets.map((a: any) => ({ id: Number(a.id), project_id: Number(a.project_id), project_name: a.project_name, path: a.path })),
+      }
+    })
+    return { deduplication_report: { groups: report, wasted_bytes: report.reduce((n, g) => n + g.wasted_bytes, 0) } }
+  })
+
+  const folderAssets = async (ctx: MamContext) => {
+    const { project } = await projects(ctx).readable(ctx, ctx.params.id)
+    const folder = ctx.input.folder ? cleanRelative(ctx.input.folder, 'folder') : ''
+    const where = folder ? { project, online: true, $or: [{ folder }, { folder: { $like: like(folder) } }] } : { project, online: true }
+    return { project, folder, assets: await ctx.em.find(Asset, where, { orderBy: { id: 'asc' }, limit: 100_000 }) }
+  }
+  const editingBytes = async (ctx: MamContext, asset: Asset) => {
+    const file = ctx.resolve<ProxyStore>('proxyStore').fileOf(asset, 'editing')
+    return file ? plainSize(file).catch(() => null) : null
+  }
+
+  routes.get('/projects/:id/editing_proxy_summary', { access: 'authenticated', params: IdParams, input: FolderInput, summary: 'editing proxies of the video assets in a folder' }, async (ctx) => {
+    const { folder, assets } = await folderAssets(ctx)
+    const videos = assets.filter((a) => a.type === 'video')
+    const rows = await Promise.all(videos.map(async (a) => ({ id: a.id, path: a.path, editing_proxy: Boolean(a.proxies.editing), editing_proxy_size: await editingBytes(ctx, a) })))
+    return {
+      hash: {
+        folder,
+        video_assets: videos.length,
+        with_editing_proxy: rows.filter((r) => r.editing_proxy).length,
+        editing_proxy_bytes: rows.reduce((n, r) => n + (r.editing_proxy_size ?? 0), 0),
+        assets: rows,
+      },
+    }
+  })
+
+  routes.get('/projects/:id/cloud_checkout_summary', { access: 'authenticated', params: IdParams, input: FolderInput, summary: 'what an editor would download for a folder, and how big' }, async (ctx) => {
+    const { folder, assets } = await folderAssets(ctx)
+    let proxyBytes = 0
+    let proxyCount = 0
+    const missing: number[] = []
+    for (const a of assets.filter((x) => x.type === 'video')) {
+      const size = await editingBytes(ctx, a)
+      if (size === null) missing.push(a.id)
+      else {
+        proxyBytes += size
+        proxyCount++
+      }
+    }
+    const highres = assets.reduce((n, a) => n + a.size, 0)
+    return {
+      hash: {
+        folder,
+        editing_proxies: { count: proxyCount, bytes: proxyBytes, missing_asset_ids: missing },
+        highres: { count: assets.length, bytes: highres },
+        total_bytes: proxyBytes + highres,
+      },
+    }
+  })
+}
