@@ -15,6 +15,7 @@ import { defineDownloadJobs } from './download-jobs.js'
 import { registerDownloadRoutes } from './download-routes.js'
 import { defineHashJobs } from './hash-jobs.js'
 import { registerReportRoutes } from './report-routes.js'
+import { registerAssetAccessRoutes } from './access-routes.js'
 import type { JobService } from '../../core/jobs/service.js'
 import type { Knex } from '../../core/db/orm.js'
 
@@ -38,6 +39,7 @@ export const assetsPlugin = definePlugin({
     registerProxyRoutes(api)
     registerDownloadRoutes(api)
     registerReportRoutes(api)
+    registerAssetAccessRoutes(api)
     defineAssetJobs(api.jobs)
     defineDownloadJobs(api.jobs)
     defineHashJobs(api.jobs)

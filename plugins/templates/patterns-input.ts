@@ -5,6 +5,24 @@ import { patternErrors, type SubstitutionPattern } from './substitution.js'
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
 
+const asList = (v: unknown): unknown[] => (Array.isArray(v) ? v : [v])
+/** `{token: [a, c], pattern: [b, d]}` → `[{token: a, pattern: b}, {token: c, pattern: d}]` */
+const unzip = (el: Record<string, unknown>) =>
+  Array.from({ length: Math.max(...Object.values(el).map((v) => asList(v).length)) }, (_, i) =>
+    Object.fromEntries(Object.entries(el).flatMap(([k, v]) => (asList(v)[i] === undefined ? [] : [[k, asList(v)[i]]]))),
+  )
+const merged = (v: unknown): v is Record<string, unknown> => isObject(v) && Object.values(v).some((x) => Array.isArray(x) && x.length > 1)
+
+/**
+ * Forms send a list of hashes as repeated `substitution_patterns[][substitution_pattern][token]=…`
+ * (Rails starts a new element when a key repeats); qs merges the repeats into one element holding
+ * lists, which this splits again.
+ */
+function unmerge(el: unknown): unknown[] {
+  if (isObject(el) && Object.keys(el).length === 1 && merged(el.substitution_pattern)) return unzip(el.substitution_pattern).map((p) => ({ substitution_pattern: p }))
+  return merged(el) ? unzip(el) : [el]
+}
+
 /**
  * Reads `substitution_patterns` in any shape clients send and validates every element, naming each
  * offending parameter as sent (`substitution_patterns[substitution_pattern][token]`,
@@ -15,7 +33,7 @@ export function readPatterns(raw: unknown, base: string, typed: boolean, errors:
   if (raw === null || raw === '') return []
   const elements: Array<[string, unknown]> = []
   const addList = (list: unknown[], prefix: string) =>
-    list.forEach((el, i) => {
+    list.flatMap((el) => (typed ? [el] : unmerge(el))).forEach((el, i) => {
       if (isObject(el) && 'substitution_pattern' in el && Object.keys(el).length === 1) elements.push([`${prefix}[${i}][substitution_pattern]`, el.substitution_pattern])
       else elements.push([`${prefix}[${i}]`, el])
     })

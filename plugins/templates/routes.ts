@@ -38,7 +38,7 @@ export function registerTemplateRoutes({ routes }: RegisterApi) {
 
   routes.put('/templates/:id', { access: MANAGE, params: IdParams, input: TemplateInput, summary: 'update a template' }, async (ctx) => {
     const s = service(ctx)
-    await s.get(ctx.em, ctx.params.id) // 404 before 422 for an unknown id
+    await s.get(ctx.em, ctx.params.id) // an unknown id is a 404 before the pattern checks (schema errors come first, in core)
     return { template: s.serialize(await s.update(ctx.em, ctx.params.id, readChanges(ctx, false))) }
   })
 

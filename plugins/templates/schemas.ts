@@ -3,7 +3,10 @@ import { Nullable, OneOf } from '../../core/http/schemas.js'
 import { compileSchema } from '../../core/http/validation.js'
 import { TEMPLATE_TYPE_IDS } from './types.js'
 
-const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '^[^\\u0000-\\u001f\\u007f]*$' })
+/** in characters (code points), as Ajv and PostgreSQL's varchar(200) count them */
+export const NAME_MAX_LENGTH = 200
+
+const Name = Type.String({ minLength: 1, maxLength: NAME_MAX_LENGTH, pattern: '^[^\\u0000-\\u001f\\u007f]*$' })
 
 /**
  * `substitution_patterns` arrive in several shapes (a list of `{token, pattern}`, Rails-style

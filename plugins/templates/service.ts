@@ -5,6 +5,7 @@ import { iso } from '../../core/db/entity.js'
 import { conflict, notFound } from '../../core/errors.js'
 import { safeName } from '../../core/storage/paths.js'
 import { Template } from './entities.js'
+import { NAME_MAX_LENGTH } from './schemas.js'
 import type { SubstitutionPattern } from './substitution.js'
 
 export interface TemplateChanges {
@@ -15,6 +16,12 @@ export interface TemplateChanges {
 }
 
 const exists = (p: string) => stat(p).then(() => true, () => false)
+
+/** "X copy", "X copy 2" …, shortened so that the copy of a long name still fits `name` (PostgreSQL refuses longer ones) */
+const copyName = (name: string, n: number) => {
+  const suffix = n === 1 ? ' copy' : ` copy ${n}`
+  return [...name].slice(0, NAME_MAX_LENGTH - suffix.length).join('') + suffix
+}
 
 /**
  * Templates and their folder trees. A template owns `<templates root>/<folder>`, named after the
@@ -73,8 +80,8 @@ export class TemplateService {
 
   async duplicate(em: EntityManager, id: number): Promise<Template> {
     const source = await this.get(em, id)
-    let name = `${source.name} copy`
-    for (let n = 2; (await em.count(Template, { name })) > 0; n++) name = `${source.name} copy ${n}`
+    let name = copyName(source.name, 1)
+    for (let n = 2; (await em.count(Template, { name })) > 0; n++) name = copyName(source.name, n)
     const copy = em.create(Template, {
       name,
       templateType: source.templateType,
