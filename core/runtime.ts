@@ -50,6 +50,7 @@ export async function describePlugins(options: RuntimeOptions = {}): Promise<{ c
  */
 export class MamRuntime {
   private listener?: pg.Client
+  private closing = false
   private constructor(
     readonly config: MamConfig,
     readonly log: Logger,
@@ -125,18 +126,40 @@ export class MamRuntime {
 
   private async startJobs() {
     this.runner.start()
-    if (this.db.dialect === 'postgresql') {
-      // jobs enqueued by another process wake this one at once instead of at the next poll
-      this.listener = new pg.Client({ connectionString: this.config.databaseUrl })
-      this.listener.on('error', (err: Error) => this.log.warn({ err }, 'job notification listener failed; polling continues'))
-      this.listener.on('notification', () => this.runner.wake())
-      await this.listener.connect()
-      await this.listener.query(`listen ${NOTIFY_CHANNEL}`)
+    if (this.db.dialect === 'postgresql') await this.listen()
+  }
+
+  /**
+   * Jobs enqueued by another process wake this one at once instead of at the next poll. A lost
+   * connection (PostgreSQL restarted) is replaced; polling covers the gap, so this never fails.
+   */
+  private async listen(): Promise<void> {
+    if (this.closing) return
+    const client = new pg.Client({ connectionString: this.config.databaseUrl })
+    this.listener = client
+    let replaced = false
+    const replace = (err?: Error) => {
+      if (replaced || this.closing) return
+      replaced = true
+      this.log.warn({ err }, 'job notification listener lost; polling continues until it is back')
+      client.end().catch(() => {})
+      setTimeout(() => void this.listen(), Math.max(this.config.jobs.pollMs, 1000)).unref()
+    }
+    client.on('error', replace)
+    client.on('end', () => replace())
+    client.on('notification', () => this.runner.wake())
+    try {
+      await client.connect()
+      await client.query(`listen ${NOTIFY_CHANNEL}`)
+      this.runner.wake() // anything enqueued while nobody listened
+    } catch (err) {
+      replace(err as Error)
     }
   }
 
   /** Stops jobs (handing running ones back to the queue) and closes the database. */
   async close(): Promise<void> {
+    this.closing = true
     await this.runner.close()
     await this.listener?.end().catch(() => {})
     await this.container.dispose()

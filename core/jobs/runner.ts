@@ -32,7 +32,7 @@ export class JobRunner {
   private pool?: Piscina
   private timer?: NodeJS.Timeout
   private stopped = true
-  private claiming = false
+  private claiming?: Promise<void>
   private wakeAgain = false
   private unsubscribe?: () => void
 
@@ -62,11 +62,10 @@ export class JobRunner {
       this.wakeAgain = true
       return
     }
-    this.claiming = true
-    this.claimAndRun()
+    this.claiming = this.claimAndRun()
       .catch((err) => this.log.error({ err }, 'claiming jobs failed'))
       .finally(() => {
-        this.claiming = false
+        this.claiming = undefined
         if (this.wakeAgain) {
           this.wakeAgain = false
           this.wake()
@@ -82,6 +81,8 @@ export class JobRunner {
       .filter((j) => !j.concurrency || this.countRunning(j.type) < j.concurrency)
       .map((j) => j.type)
     const rows = await this.queue.claim(this.workerId, types, free, this.config.jobs.leaseMs)
+    // close() began while the claim was under way: hand the jobs back instead of starting them
+    if (this.stopped) return this.queue.release(this.workerId, rows.map((r) => r.id))
     for (const row of rows) {
       const def = this.jobs.get(row.type)!
       if (def.concurrency && this.countRunning(row.type) >= def.concurrency) {
@@ -139,7 +140,8 @@ export class JobRunner {
         await this.queue.settle(row.id, this.workerId, { state: 'finished', result: result ?? null, error: null, progress: entry.progress })
         log.info('job finished')
       } catch (err) {
-        await this.recordFailure(entry, def, err as Error, log)
+        // a failed write (database unreachable) must not crash the process: the lease lapses and the job is retried
+        await this.recordFailure(entry, err as Error, log).catch((e) => log.error({ err: e }, 'recording the outcome of a job failed'))
       } finally {
         clearInterval(heartbeat)
         this.running.delete(row.id)
@@ -148,7 +150,7 @@ export class JobRunner {
     })()
   }
 
-  private async recordFailure(entry: Running, def: RegisteredJob, err: Error, log: Logger) {
+  private async recordFailure(entry: Running, err: Error, log: Logger) {
     const { row } = entry
     const reason = entry.stopReason ?? (row.cancel_requested ? 'cancelled' : undefined)
     if (reason === 'lease-lost' || reason === 'shutdown') return // another run, here or elsewhere, takes over
@@ -157,7 +159,8 @@ export class JobRunner {
       log.info('job cancelled')
       return
     }
-    const maxAttempts = def.maxAttempts ?? row.max_attempts
+    // the row's limit: set from the definition at enqueue unless the caller chose one (claim() uses it too)
+    const maxAttempts = row.max_attempts
     const message = err?.message || String(err)
     if (row.attempts < maxAttempts && !(err as any)?.permanent) {
       const delay = Math.min(1000 * 2 ** row.attempts, MAX_BACKOFF_MS)
@@ -186,6 +189,7 @@ export class JobRunner {
     this.stopped = true
     clearInterval(this.timer)
     this.unsubscribe?.()
+    await this.claiming // a claim under way hands its jobs back itself
     const entries = [...this.running.values()]
     for (const e of entries) this.stop(e, 'shutdown')
     await Promise.race([Promise.allSettled(entries.map((e) => e.done)), new Promise((r) => setTimeout(r, deadlineMs).unref())])

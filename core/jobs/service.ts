@@ -13,7 +13,8 @@ export class JobService {
   enqueue<P>(type: string, payload: P, options?: EnqueueOptions): Promise<JobRow> {
     const def = this.definitions.get(type)
     if (!def) throw new MamError('internal', `unknown job type "${type}"`)
-    return this.queue.enqueue(type, def.kind ?? 'generic', payload, { maxAttempts: def.maxAttempts, ...options })
+    // an explicit `maxAttempts: undefined` must not hide the definition's limit
+    return this.queue.enqueue(type, def.kind ?? 'generic', payload, { ...options, maxAttempts: options?.maxAttempts ?? def.maxAttempts })
   }
 
   get(id: number): Promise<JobRow | null> {

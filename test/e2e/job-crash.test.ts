@@ -1,0 +1,205 @@
+/**
+ * The fault tests of SECURITY.md for jobs, against the real CLI server in child processes:
+ * SIGKILL mid-job and restart (the job runs again once its lease lapses, ends exactly once, leaves
+ * no temporary files), SIGTERM mid-job (exit 0, the job is handed back without counting the
+ * attempt), and on PostgreSQL two processes sharing one queue.
+ */
+import t from 'tap'
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { databaseKinds, request, scratchDatabase } from '../helpers/index.js'
+import { MamRuntime } from '../../core/runtime.js'
+import { builtinPlugins } from '../../plugins/index.js'
+import jobsPlugin from '../fixtures/jobs-plugin.js'
+
+const CLI = fileURLToPath(new URL('../../host/cli.js', import.meta.url))
+const PLUGIN = fileURLToPath(new URL('../fixtures/jobs-plugin.js', import.meta.url))
+const ADMIN_PASSWORD = 'admin-password-123'
+// the slow job: 20 steps of 100 ms, long enough to be killed while it runs
+const SLOW = { steps: 20, ms: 100 }
+
+async function waitFor<T>(what: string, check: () => Promise<T | undefined | null | false>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await check()
+    if (value) return value
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 25))
+  }
+}
+
+const lines = async (file: string) => (await readFile(file, 'utf8').catch(() => '')).split('\n').filter(Boolean)
+
+interface Server {
+  child: ChildProcess
+  url: string
+  /** resolves with how the process ended */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+  output(): string
+}
+
+/** every server started, so a failed test still stops them all */
+const children = new Set<ChildProcess>()
+// even when the run times out and no teardown runs
+process.on('exit', () => children.forEach((c) => c.exitCode === null && c.signalCode === null && c.kill('SIGKILL')))
+
+/** `mamkit serve` on a free port, with short job leases; resolves once it logged "listening" */
+async function serve(dataDir: string, databaseUrl?: string): Promise<Server> {
+  const env: NodeJS.ProcessEnv = {}
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('MAMKIT_')) env[k] = v
+  Object.assign(env, { MAMKIT_JOB_LEASE_MS: '1500', MAMKIT_JOB_POLL_MS: '200', MAMKIT_ADMIN_PASSWORD: ADMIN_PASSWORD, MAMKIT_LOG_LEVEL: 'info' })
+  const args = [CLI, 'serve', '--port', '0', '--data-dir', dataDir, '--plugin', PLUGIN, ...(databaseUrl ? ['--database-url', databaseUrl] : [])]
+  const child = spawn(process.execPath, args, { cwd: dataDir, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  children.add(child)
+  let output = ''
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
+  const startup = setTimeout(() => child.kill('SIGKILL'), 60_000) // a server that never listens fails the test, not the run
+  const url = await new Promise<string>((resolve, reject) => {
+    let pending = ''
+    // always drain both pipes: a full pipe would block the server's synchronous logging
+    child.stderr!.on('data', (d) => (output += d))
+    child.stdout!.on('data', (d) => {
+      output += d
+      pending += d
+      const parts = pending.split('\n')
+      pending = parts.pop()!
+      for (const line of parts) {
+        try {
+          const entry = JSON.parse(line)
+          if (typeof entry.url === 'string' && /listening/.test(entry.msg)) resolve(entry.url)
+        } catch {
+          // not a log line
+        }
+      }
+    })
+    void exited.then(({ code, signal }) => reject(new Error(`mamkit serve ended (${code ?? signal}) before listening:\n${output}`)))
+  })
+  clearTimeout(startup)
+  return { child, url, exited, output: () => output }
+}
+
+async function login(url: string): Promise<string> {
+  const reply = await request(url, 'POST', '/session', { json: { login: 'admin', password: ADMIN_PASSWORD } })
+  if (reply.status !== 200) throw new Error(`login failed: ${reply.status} ${reply.text}`)
+  return reply.body.authentication_token
+}
+
+async function enqueue(url: string, token: string, name: string, payload: object) {
+  const reply = await request(url, 'POST', `/jobs_test/${name}`, { json: payload, token })
+  if (reply.status !== 200) throw new Error(`enqueue failed: ${reply.status} ${reply.text}`)
+  return reply.body.job as { id: number; state: string }
+}
+
+const jobOf = async (url: string, token: string, id: number) => (await request(url, 'GET', `/status/${id}`, { token })).body.job
+const settled = (url: string, token: string, id: number) =>
+  waitFor(`job ${id} to settle`, async () => {
+    const job = await jobOf(url, token, id)
+    return ['finished', 'failed', 'cancelled'].includes(job?.state) && job
+  })
+
+/** files left below `dir` whose names mark them as temporary */
+async function tempFiles(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { recursive: true, withFileTypes: true })
+  return entries
+    .filter((e) => e.isFile())
+    .map((e) => path.relative(dir, path.join(e.parentPath ?? (e as any).path, e.name)))
+    .filter((name) => /\.tmp$|(^|\/)tmp\//.test(name))
+}
+
+/** the job row as stored, read by a runtime that claims nothing */
+async function storedJob(dataDir: string, databaseUrl: string | undefined, id: number) {
+  const runtime = await MamRuntime.create({ plugins: [...builtinPlugins, jobsPlugin], config: { dataDir, databaseUrl, logLevel: 'silent' }, runJobs: false })
+  try {
+    return await runtime.jobs.get(id)
+  } finally {
+    await runtime.close()
+  }
+}
+
+for (const db of databaseKinds()) {
+  t.test(`jobs survive crashes and restarts of the real server [${db}]`, async (t) => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'mamkit-jobcrash-'))
+    const database = await scratchDatabase(db)
+    const databaseUrl = database.databaseUrl
+    const start = () => serve(dataDir, databaseUrl)
+    t.teardown(async () => {
+      // whatever happened: no server left behind, then the database and the data dir go
+      const running = [...children].filter((c) => c.exitCode === null && c.signalCode === null)
+      await Promise.all(running.map((c) => new Promise((resolve) => c.once('exit', resolve).kill('SIGKILL'))))
+      await database.drop()
+      await rm(dataDir, { recursive: true, force: true })
+    })
+    const work = path.join(dataDir, 'work')
+    await mkdir(work)
+    let server = await start()
+    const token = await login(server.url)
+
+    await t.test('SIGKILL mid-job: the job runs again after its lease lapses and finishes once', async (t) => {
+      const marker = path.join(work, 'kill-marker')
+      const out = path.join(work, 'kill-out')
+      const job = await enqueue(server.url, token, 'slow', { marker, out, ...SLOW })
+      await waitFor('the first run to start', async () => (await lines(marker)).includes('start 1'))
+      server.child.kill('SIGKILL')
+      t.same(await server.exited, { code: null, signal: 'SIGKILL' }, 'killed mid-job')
+      t.same(await lines(marker), ['start 1'], 'the first run did not finish')
+
+      server = await start()
+      const done = await settled(server.url, token, job.id)
+      t.match(done, { state: 'finished', attempts: 2, error: null, progress: 1, result: { chunks: SLOW.steps, pid: server.child.pid } }, 'finished by the new process')
+      t.same(await lines(marker), ['start 1', 'start 2', 'done'], 'ran twice, completed exactly once')
+      t.equal((await lines(out)).length, SLOW.steps, 'complete output, written once')
+      t.same(await tempFiles(dataDir), [], 'no temporary files left')
+    })
+
+    await t.test('SIGTERM mid-job: exit 0, the job is handed back and finished by the next start', async (t) => {
+      const marker = path.join(work, 'term-marker')
+      const out = path.join(work, 'term-out')
+      const job = await enqueue(server.url, token, 'slow', { marker, out, ...SLOW })
+      await waitFor('the first run to start', async () => (await lines(marker)).includes('start 1'))
+      server.child.kill('SIGTERM')
+      t.same(await server.exited, { code: 0, signal: null }, 'exit code 0')
+      t.match(server.output(), /stopping/, 'logged the shutdown')
+
+      t.match(await storedJob(dataDir, databaseUrl, job.id), { state: 'queued', attempts: 0, cancel_requested: false }, 'handed back, the attempt not counted')
+      t.same(await lines(marker), ['start 1'], 'the run stopped')
+      t.same(await tempFiles(dataDir), [], 'the stopped run removed its temporary file')
+
+      server = await start()
+      t.match(await settled(server.url, token, job.id), { state: 'finished', attempts: 1, result: { chunks: SLOW.steps, pid: server.child.pid } })
+      t.same(await lines(marker), ['start 1', 'start 1', 'done'], 'run again as the first counted attempt, completed once')
+      t.same(await tempFiles(dataDir), [], 'no temporary files left')
+    })
+
+    if (db === 'postgresql') {
+      await t.test('two processes share one PostgreSQL queue: every job runs exactly once', async (t) => {
+        const file = path.join(work, 'ran')
+        const a = server
+        const b = await start()
+        const ids: number[] = []
+        for (let batch = 0; batch < 5; batch++) {
+          const jobs = await Promise.all(Array.from({ length: 10 }, () => enqueue(a.url, token, 'append', { file, ms: 30 })))
+          ids.push(...jobs.map((j) => j.id))
+        }
+        await waitFor('50 runs', async () => (await lines(file)).length >= ids.length)
+        for (const id of ids) t.equal((await jobOf(a.url, token, id)).state, 'finished')
+        const runs = (await lines(file)).map((l) => l.split(' ').map(Number))
+        t.same(
+          runs.map(([id]) => id).sort((x, y) => x - y),
+          [...ids].sort((x, y) => x - y),
+          'every job ran exactly once',
+        )
+        t.same([...new Set(runs.map(([, pid]) => pid))].sort(), [a.child.pid, b.child.pid].sort(), 'both processes took jobs')
+        t.comment(`the enqueuing process ran ${runs.filter(([, pid]) => pid === a.child.pid).length}, the other ${runs.filter(([, pid]) => pid === b.child.pid).length}`)
+        b.child.kill('SIGTERM')
+        t.same(await b.exited, { code: 0, signal: null }, 'SIGTERM: clean exit')
+      })
+    }
+
+    server.child.kill('SIGTERM')
+    t.same(await server.exited, { code: 0, signal: null }, 'SIGTERM with nothing running: clean exit')
+    t.same(await lines(path.join(work, 'kill-marker')), ['start 1', 'start 2', 'done'], 'finished jobs did not run again')
+  })
+}
