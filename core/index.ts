@@ -6,6 +6,7 @@ export type { Access, Handler, PluginDefinition, RegisterApi, RouteOptions, Star
 export type { MamContext, UploadedFile, AppClient } from './http/context.js'
 export type { JobContext, JobDefinition, JobRow, JobState, JobKind, EnqueueOptions } from './jobs/types.js'
 export type { JobService } from './jobs/service.js'
+export { serializeJob } from './system/status-routes.js'
 export type { Migration } from './db/migrator.js'
 export { timestamps } from './db/migrator.js'
 export { BaseEntity, baseProperties, iso } from './db/entity.js'

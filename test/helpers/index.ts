@@ -4,6 +4,8 @@ import { databaseKinds, startTestServer, type TestServer, type TestServerOptions
 export * from './server.js'
 
 type Tap = typeof t
+/** the assertions a top-level test and its subtests share */
+export type Asserts = Pick<Tap, 'equal' | 'match' | 'type' | 'same' | 'ok'>
 
 /**
  * Runs `fn` once per database (SQLite, and PostgreSQL when configured), each against its own
@@ -20,7 +22,7 @@ export function onEachDatabase(tap: Tap, name: string, fn: (t: Tap, server: Test
 }
 
 /** asserts an RFC 9457 problem body with the given status, and, when given, the offending parameters */
-export function assertProblem(tap: Tap, reply: { status: number; headers: Headers; body: any }, status: number, params?: string[]) {
+export function assertProblem(tap: Asserts, reply: { status: number; headers: Headers; body: any }, status: number, params?: string[]) {
   tap.equal(reply.status, status, `status ${status}`)
   tap.match(reply.headers.get('content-type') ?? '', /application\/problem\+json/, 'problem content type')
   tap.equal(reply.body?.status, status, 'problem status')
