@@ -3,9 +3,10 @@ import { templatesPlugin } from './templates/index.js'
 import { rolesPlugin } from './roles/index.js'
 import { identityPlugin } from './identity/index.js'
 import { projectsPlugin } from './projects/index.js'
+import { editsPlugin } from './edits/index.js'
 import { assetsPlugin } from './assets/index.js'
 
 /** Every feature plugin that ships with mamkit, in no particular order (the loader sorts them). */
-export const builtinPlugins: PluginDefinition[] = [rolesPlugin, identityPlugin, templatesPlugin, projectsPlugin, assetsPlugin]
+export const builtinPlugins: PluginDefinition[] = [rolesPlugin, identityPlugin, templatesPlugin, projectsPlugin, assetsPlugin, editsPlugin]
 
-export { templatesPlugin, rolesPlugin, identityPlugin, projectsPlugin, assetsPlugin }
+export { templatesPlugin, rolesPlugin, identityPlugin, projectsPlugin, assetsPlugin, editsPlugin }

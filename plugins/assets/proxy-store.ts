@@ -1,6 +1,6 @@
 import { mkdir, rename, rm, stat } from 'node:fs/promises'
 import path from 'node:path'
-import { seal, unseal } from '../../core/crypto.js'
+import { deriveKey, open, seal } from '../../core/crypto.js'
 import type { Asset } from './entities.js'
 import { encryptFile, newProxyKey } from './proxy-crypto.js'
 
@@ -13,10 +13,14 @@ import { encryptFile, newProxyKey } from './proxy-crypto.js'
 export const PROXY_LAYOUT = 2
 
 export class ProxyStore {
+  private readonly sealingKey: Buffer
+
   constructor(
     private readonly dataDir: string,
-    private readonly secretKey: Buffer,
-  ) {}
+    secretKey: Buffer,
+  ) {
+    this.sealingKey = deriveKey(secretKey, 'proxy-keys')
+  }
 
   dirOf(asset: Pick<Asset, 'uuid'>, layout: number): string {
     if (layout <= 1) return path.join(this.dataDir, 'proxies', asset.uuid)
@@ -28,11 +32,11 @@ export class ProxyStore {
     return name ? path.join(this.dirOf(asset, asset.proxyVersion), name) : null
   }
 
-  /** the asset's proxy key, created (and sealed into the row) on first use */
+  /** the asset's proxy key, created (and sealed into the row, bound to the asset's uuid) on first use */
   keyOf(asset: Asset): Buffer {
-    if (asset.proxyKeyEnc) return unseal(this.secretKey, asset.proxyKeyEnc)
+    if (asset.proxyKeyEnc) return Buffer.from(open(this.sealingKey, asset.proxyKeyEnc, asset.uuid), 'base64')
     const key = newProxyKey()
-    asset.proxyKeyEnc = seal(this.secretKey, key)
+    asset.proxyKeyEnc = seal(this.sealingKey, key.toString('base64'), asset.uuid)
     return key
   }
 

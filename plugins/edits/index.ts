@@ -1,0 +1,48 @@
+import { asFunction } from 'awilix'
+import { definePlugin } from '../../core/plugin/contract.js'
+import type { MamConfig } from '../../core/config.js'
+import { conflict } from '../../core/errors.js'
+import type { ProjectGuards } from '../projects/index.js'
+import { EditSchema, EditSession, EditSessionSchema } from './entities.js'
+import { migrations } from './migrations.js'
+import { EditService } from './service.js'
+import { registerEditRoutes } from './edit-routes.js'
+import { registerSessionRoutes } from './session-routes.js'
+import { registerSubprojectRoutes } from './subproject-routes.js'
+import { defineEditJobs } from './jobs.js'
+
+export { Edit, EditSession } from './entities.js'
+export { EditService } from './service.js'
+export { mountRootOf } from './workspace.js'
+
+/**
+ * Edit workstations and projects on them (§4.12, §4.20 open/close/mount/subprojects): registered
+ * edits with a sealed SMB password, per-edit workspaces of symlinks below `config.plugins.edits.mountRoot`
+ * (default `<dataDir>/mounts`), exclusive opening for write, and subprojects.
+ */
+export const editsPlugin = definePlugin({
+  name: 'edits',
+  title: 'Edit workstations',
+  version: '1.0.0',
+  description: 'Edit workstations: SMB credentials, mounting and opening projects, subprojects',
+  dependsOn: ['projects'],
+  entities: [EditSchema, EditSessionSchema],
+  migrations,
+  register(api) {
+    api.provide('edits', asFunction(({ config }: { config: MamConfig }) => new EditService(config)).singleton())
+    registerEditRoutes(api)
+    registerSessionRoutes(api)
+    registerSubprojectRoutes(api)
+    defineEditJobs(api.jobs)
+  },
+  start({ resolve }) {
+    // a rename or delete would pull the tree from under the links (and the links out of a parent's tree)
+    resolve<ProjectGuards>('projectGuards').add(async (em, project, action) => {
+      if (action === 'write') return
+      const rows = await em.find(EditSession, { $or: [{ project: project.id }, { parent: project.id }] }, { populate: ['edit'] })
+      if (rows.length === 0) return
+      const edits = [...new Set(rows.map((r) => r.edit.name))]
+      throw conflict(`Project "${project.name}" is mounted on edit ${edits.join(', ')}; unmount or force-close it before you ${action} it`, { edits })
+    })
+  },
+})
