@@ -2,9 +2,8 @@ import { asFunction, asValue } from 'awilix'
 import { definePlugin } from '../../core/plugin/contract.js'
 import type { Knex, EntityManager } from '../../core/db/orm.js'
 import type { MamConfig } from '../../core/config.js'
-import { User } from '../../core/auth/entities.js'
 import type { UserViews } from '../../core/auth/user-views.js'
-import { identityEntities, Team } from './entities.js'
+import { identityEntities } from './entities.js'
 import { migrations } from './migrations.js'
 import { TeamService } from './teams-service.js'
 import { AccessRightService } from './access-rights.js'
@@ -45,8 +44,7 @@ export const identityPlugin = definePlugin({
   async start({ resolve }) {
     const em = resolve<EntityManager>('em')
     const teams = resolve<TeamService>('teams')
-    const withoutTeam = await em.find(User, { id: { $nin: em.createQueryBuilder(Team, 't').select('t.owner_id').where({ owner: { $ne: null } }).getKnexQuery() as any } })
-    for (const user of withoutTeam) await teams.ensureOwnTeam(em, user)
+    await teams.ensureOwnTeams(em)
     resolve<UserViews>('userViews').add(async (em, users, json) => {
       if (users.length === 0) return
       const ids = users.map((u) => u.id)

@@ -23,11 +23,13 @@ export function registerTeamRoutes({ routes, events }: RegisterApi) {
   // team membership decides access: cached principals must see it at once
   const changed = (userId: number) => events.emit('auth.user-changed', { userId })
 
-  routes.get('/teams', { access: 'authenticated', summary: 'list teams' }, async (ctx) => ({
-    teams: await teams(ctx).serialize(ctx.em, await ctx.em.find(Team, {}, { orderBy: { name: 'asc' } })),
-  }))
+  routes.get('/teams', { access: 'authenticated', summary: 'list teams' }, async (ctx) => {
+    await teams(ctx).ensureOwnTeams(ctx.em) // users the core created since start belong in the list too
+    return { teams: await teams(ctx).serialize(ctx.em, await ctx.em.find(Team, {}, { orderBy: { name: 'asc' } })) }
+  })
 
   routes.get('/teams/user_owned', { access: 'authenticated', summary: "users' own teams (administrators: all; others: their own)" }, async (ctx) => {
+    await teams(ctx).ensureOwnTeams(ctx.em)
     const where = ctx.user!.isAdmin ? { owner: { $ne: null } } : { owner: ctx.user!.userId }
     return { teams: await teams(ctx).serialize(ctx.em, await ctx.em.find(Team, where, { orderBy: { name: 'asc' } })) }
   })

@@ -1,7 +1,8 @@
+import { UniqueConstraintViolationException } from '@mikro-orm/core'
 import type { EntityManager } from '../../core/db/orm.js'
 import type { Knex } from '../../core/db/orm.js'
 import { iso } from '../../core/db/entity.js'
-import type { User } from '../../core/auth/entities.js'
+import { User } from '../../core/auth/entities.js'
 import { conflict, notFound } from '../../core/errors.js'
 import { Team, TeamMembership } from './entities.js'
 
@@ -17,14 +18,33 @@ export class TeamService {
 
   /** Every user has a team of their own, named after them, so rights can be granted to one person. */
   async ensureOwnTeam(em: EntityManager, user: User): Promise<Team> {
-    const existing = await em.findOne(Team, { owner: user })
-    if (existing) return existing
-    let name = user.username
-    for (let n = 2; await em.count(Team, { name }); n++) name = `${user.username} (${n})`
-    const team = em.create(Team, { name, owner: user, quota: null })
-    em.create(TeamMembership, { team, user })
-    await em.flush()
-    return team
+    for (let attempt = 1; ; attempt++) {
+      const existing = await em.findOne(Team, { owner: user.id })
+      if (existing) return existing
+      let name = user.username
+      for (let n = 2; await em.count(Team, { name }); n++) name = `${user.username} (${n})`
+      // Parallel requests that first see a user created by the core race here. owner_id and name
+      // are unique, so one insert wins and the others read its team. The insert runs in a fork, so
+      // a lost race leaves nothing pending in the caller's unit of work (and a caller's transaction
+      // stays the one it runs in: SQLite has a single connection).
+      const fork = em.fork({ keepTransactionContext: true })
+      const owner = fork.getReference(User, user.id)
+      fork.create(TeamMembership, { team: fork.create(Team, { name, owner, quota: null }), user: owner })
+      try {
+        await fork.flush()
+      } catch (err) {
+        if (!(err instanceof UniqueConstraintViolationException) || attempt >= 3) throw err
+      }
+    }
+  }
+
+  /**
+   * Own teams for users created outside this plugin (the core's createUser: the CLI, the first
+   * admin, another process). Run at start and before listing teams, so no user is missing there.
+   */
+  async ensureOwnTeams(em: EntityManager): Promise<void> {
+    const owners = em.createQueryBuilder(Team, 't').select('t.owner_id').where({ owner: { $ne: null } }).getKnexQuery()
+    for (const user of await em.find(User, { id: { $nin: owners as any } })) await this.ensureOwnTeam(em, user)
   }
 
   async addMember(em: EntityManager, team: Team, user: User): Promise<void> {
