@@ -5,8 +5,9 @@ import { identityPlugin } from './identity/index.js'
 import { projectsPlugin } from './projects/index.js'
 import { editsPlugin } from './edits/index.js'
 import { assetsPlugin } from './assets/index.js'
+import { statusFlagsPlugin } from './status-flags/index.js'
 
 /** Every feature plugin that ships with mamkit, in no particular order (the loader sorts them). */
-export const builtinPlugins: PluginDefinition[] = [rolesPlugin, identityPlugin, templatesPlugin, projectsPlugin, assetsPlugin, editsPlugin]
+export const builtinPlugins: PluginDefinition[] = [rolesPlugin, identityPlugin, templatesPlugin, projectsPlugin, statusFlagsPlugin, assetsPlugin, editsPlugin]
 
-export { templatesPlugin, rolesPlugin, identityPlugin, projectsPlugin, assetsPlugin, editsPlugin }
+export { templatesPlugin, rolesPlugin, identityPlugin, projectsPlugin, statusFlagsPlugin, assetsPlugin, editsPlugin }

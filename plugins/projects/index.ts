@@ -10,6 +10,7 @@ import { ProjectGuards } from './guards.js'
 import { registerProjectRoutes } from './routes.js'
 import { registerTreeRoutes } from './tree-routes.js'
 import { defineProjectJobs } from './jobs.js'
+import { registerProjectReport } from './report.js'
 
 export { Project } from './entities.js'
 export { ProjectService, PROJECT } from './service.js'
@@ -32,6 +33,7 @@ export const projectsPlugin = definePlugin({
     api.provide('projectGuards', asValue(new ProjectGuards()))
     registerProjectRoutes(api)
     registerTreeRoutes(api)
+    registerProjectReport(api)
     defineProjectJobs(api.jobs)
     mountAccessRightRoutes(api, { ...PROJECT, exists })
   },

@@ -1,5 +1,6 @@
 import { rename, mkdir } from 'node:fs/promises'
 import path from 'node:path'
+import { raw } from '@mikro-orm/core'
 import type { RegisterApi } from '../../core/plugin/contract.js'
 import type { MamContext } from '../../core/http/context.js'
 import { IdParams } from '../../core/http/schemas.js'
@@ -33,10 +34,13 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
   const guards = (ctx: MamContext) => ctx.resolve<ProjectGuards>('projectGuards')
 
   const list = async (ctx: MamContext) => {
-    const { page = 1, per_page = 100, name, library, frozen, storage, archived } = ctx.input
+    const { page = 1, per_page = 100, name, library, frozen, storage, archived, online } = ctx.input
     const where: Record<string, unknown> = { deleted: false }
-    if (name) where.name = { $like: `%${name.replace(/[\\%_]/g, (c: string) => `\\${c}`)}%` }
+    // any case, and % _ \ literal: SQLite's LIKE has no escape character unless told, PostgreSQL's LIKE is case-sensitive
+    if (name) where[raw((alias: string) => `lower(${alias}.name) like ? escape '\\'`, [`%${name.toLowerCase().replace(/[\\%_]/g, (c: string) => `\\${c}`)}%`])] = []
     if (library !== undefined) where.isLibraryProject = library
+    // online: not a library (and not archived, which no project is until the strategies plugin arrives)
+    if (online !== undefined) where.$and = [{ isLibraryProject: !online }]
     if (frozen !== undefined) where.frozenAt = frozen ? { $ne: null } : null
     if (storage) where.storage = storage
     // archiving arrives with the strategies plugin; until then no project is archived

@@ -15,6 +15,7 @@ import { Team } from '../identity/entities.js'
 import { Template } from '../templates/entities.js'
 import { Project } from './entities.js'
 import { copyTemplateTree } from './template-copy.js'
+import { treeSize } from './folders.js'
 
 export const PROJECT = { type: 'project', label: 'project', prefix: '/projects' } as const
 export const TRASH_DIR = '.mamkit-trash'
@@ -101,6 +102,13 @@ export class ProjectService {
     const em = ctx.em
     const { name, storage, folder, template } = await this.check(em, input)
     const user = await em.findOneOrFail(User, ctx.user!.userId)
+    // the creator's own team gets write on the new project, so its quota bounds what the template adds
+    const own = await this.teams.ensureOwnTeam(em, user)
+    if (template && own.quota !== null) {
+      const needed = await treeSize(this.templates.directoryOf(template))
+      if (own.spaceUsed + needed > own.quota)
+        throw new MamError('insufficient_storage', `Team "${own.name}" would exceed its quota of ${own.quota} bytes (${own.spaceUsed} used)`, { team_id: own.id, quota: own.quota, space_used: own.spaceUsed })
+    }
     const target = path.join(this.storages.get(storage).root, folder)
     const staging = path.join(this.storages.get(storage).root, TRASH_DIR, `creating-${Date.now()}-${Math.random().toString(36).slice(2)}`)
     let size = 0
@@ -140,12 +148,12 @@ export class ProjectService {
     })
     try {
       await em.flush()
-      const own = await this.teams.ensureOwnTeam(em, user)
       await this.accessRights.grant(em, PROJECT.type, project.id, own.id, { read: true, write: true })
     } catch (err) {
       await rm(target, { recursive: true, force: true })
       throw err
     }
+    await this.refreshTeamSpace(project.id)
     return project
   }
 

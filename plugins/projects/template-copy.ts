@@ -1,6 +1,7 @@
 import { copyFile, lstat, mkdir, readdir, readFile, writeFile } from 'node:fs/promises'
 import { gunzipSync, gzipSync } from 'node:zlib'
 import path from 'node:path'
+import { invalidParam } from '../../core/errors.js'
 import { applySubstitutions, type SubstitutionContext, type SubstitutionPattern } from '../templates/substitution.js'
 import type { TemplateType } from '../templates/types.js'
 
@@ -10,7 +11,11 @@ export interface CopyPlan {
   type: Pick<TemplateType, 'substitute_in' | 'text_files'>
   /** false: files that exist in the target are kept (addtemplate merges without overwriting) */
   overwrite: boolean
+  /** the request parameter named when a substituted name is too long (default `name`) */
+  param?: string
 }
+
+const MAX_NAME_BYTES = 255
 
 const globToRegExp = (glob: string) => new RegExp(`^${glob.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`, 'i')
 
@@ -25,8 +30,11 @@ export async function copyTemplateTree(from: string, to: string, plan: CopyPlan)
   const textGlobs = plan.type.substitute_in.includes('text_files') ? plan.type.text_files.map(globToRegExp) : []
   const rename = (name: string, kind: 'folder_names' | 'file_names') => {
     const renamed = names.includes(kind) ? applySubstitutions(name, plan.patterns, plan.context) : name
-    // a pattern must never turn a name into a path
-    return renamed.replace(/[/\\\0]/g, '_') || name
+    // a pattern must never turn a name into a path, nor into "." or ".." (a project named ".." would write beside itself)
+    const safe = renamed.replace(/[/\\\0]/g, '_') || name
+    if (Buffer.byteLength(safe) > MAX_NAME_BYTES)
+      throw invalidParam(plan.param ?? 'name', `makes the template name "${name}" longer than ${MAX_NAME_BYTES} bytes`)
+    return safe === '.' || safe === '..' ? safe.replace(/\./g, '_') : safe
   }
   let written = 0
   const walk = async (src: string, dst: string) => {

@@ -11,7 +11,7 @@ import { Template } from '../templates/entities.js'
 import { Team } from '../identity/entities.js'
 import { User } from '../../core/auth/entities.js'
 import { copyTemplateTree } from './template-copy.js'
-import { createFolder, moveContents, renameFolder } from './folders.js'
+import { createFolder, moveContents, renameFolder, treeSize } from './folders.js'
 import { CreateFolderInput, MoveContentsInput, OptionalQuotaInput, ProjectTeamParams, QuotaInput, RenameFolderInput, TemplateRefInput } from './schemas.js'
 import type { ProjectService } from './service.js'
 
@@ -28,11 +28,15 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
     const template = template_id !== undefined ? await ctx.em.findOne(Template, template_id) : await ctx.em.findOne(Template, { name: templatename })
     if (!template) throw invalidParam(template_id !== undefined ? 'template_id' : 'templatename', 'is not a known template')
     const user = await ctx.em.findOneOrFail(User, ctx.user!.userId)
-    const added = await copyTemplateTree(ctx.resolve<TemplateService>('templates').directoryOf(template), s.pathOf(project), {
+    const source = ctx.resolve<TemplateService>('templates').directoryOf(template)
+    // the template's size bounds what the merge adds (507 before anything is written)
+    await s.assertSpace(ctx.em, project, await treeSize(source))
+    const added = await copyTemplateTree(source, s.pathOf(project), {
       patterns: template.substitutionPatterns,
       context: { projectName: project.name, userName: user.username, date: new Date() },
       type: TEMPLATE_TYPES.find((t) => t.id === template.templateType) ?? TEMPLATE_TYPES[0],
       overwrite: false,
+      param: template_id !== undefined ? 'template_id' : 'templatename',
     }).catch((err) => {
       if (err.code === 'ENOENT') throw notFound('folder of template', template.id)
       throw err
