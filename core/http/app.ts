@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto'
+import { createWriteStream, type WriteStream } from 'node:fs'
 import { mkdir, rm } from 'node:fs/promises'
+import { once } from 'node:events'
 import path from 'node:path'
 import Koa from 'koa'
 import Router from '@koa/router'
@@ -29,6 +31,7 @@ export interface HttpDeps {
 
 export const API_PREFIX = '/api/v1'
 const REQUEST_ID = /^[\w.:-]{1,100}$/
+const JSON_TYPES = ['json', '+json']
 const OVERRIDABLE: Record<string, string> = { DELETE: 'DELETE', DESTROY: 'DELETE', PUT: 'PUT', PATCH: 'PATCH' }
 
 /**
@@ -45,7 +48,8 @@ export function buildHttpApp(deps: HttpDeps): Koa {
   for (const route of deps.routes) router.register(route.path, [route.method], routeHandler(route, deps, parsers) as any)
   app.use(entry(deps))
   app.use(router.routes())
-  app.use(router.allowedMethods({ throw: true }))
+  // not thrown: the router sets Allow only when it answers itself; `entry` turns the status into a problem
+  app.use(router.allowedMethods())
   return app
 }
 
@@ -96,15 +100,23 @@ function entry(deps: HttpDeps): Koa.Middleware {
     }
     try {
       await next()
-      if (ctx.status === 404 && ctx.body === undefined) throw new MamError('not_found', `No route for ${ctx.method} ${ctx.path}`)
+      if (ctx.body === undefined) routerMiss(ctx)
     } catch (err) {
       sendProblem(ctx, err, requestId, log)
     } finally {
-      if (c.files.length) await Promise.all(c.files.map((f) => rm(f.tempPath, { force: true })))
+      await removeUploads(c)
       const ms = Math.round((performance.now() - started) * 10) / 10
       log.info({ req_id: requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms, user: c.user?.userId }, 'request')
     }
   }
+}
+
+/** no route answered: unknown path (404), known path with another method (405), unknown method (501) */
+function routerMiss(ctx: Koa.Context) {
+  const where = `${ctx.method} ${ctx.path}`
+  if (ctx.status === 404) throw new MamError('not_found', `No route for ${where}`)
+  if (ctx.status === 405) throw new MamError('method_not_allowed', `${where} is not allowed; allowed: ${ctx.response.get('Allow')}`)
+  if (ctx.status === 501) throw new MamError('not_implemented', `The method ${ctx.method} is not supported`)
 }
 
 /** the desktop application's headers (spec §5); header values are capped, never trusted as paths */
@@ -118,12 +130,14 @@ const methodParam = (querystring: string) => (querystring.includes('_method=') ?
 
 interface BodyParsers {
   plain: Koa.Middleware
-  multipart(route: CompiledRoute): Koa.Middleware
+  /** built per request: the temp files it writes are tracked in `writing` */
+  multipart(route: CompiledRoute, writing: WriteStream[]): Koa.Middleware
 }
 
 function bodyParsers(config: MamConfig): BodyParsers {
   const common = {
     json: true,
+    jsonTypes: JSON_TYPES,
     urlencoded: true,
     text: false,
     // clients send JSON scalars (a path as a JSON string) and JSON bodies on GET and DELETE
@@ -139,7 +153,7 @@ function bodyParsers(config: MamConfig): BodyParsers {
   const uploadDir = path.join(config.dataDir, 'tmp', 'uploads')
   return {
     plain: koaBody({ ...common, multipart: false }),
-    multipart: (route) =>
+    multipart: (route, writing) =>
       koaBody({
         ...common,
         multipart: true,
@@ -148,9 +162,18 @@ function bodyParsers(config: MamConfig): BodyParsers {
           maxFileSize: route.multipart!.maxFileSize,
           maxTotalFileSize: route.multipart!.maxFileSize * (route.multipart!.maxFiles ?? 1),
           maxFiles: route.multipart!.maxFiles ?? 1,
+          // text fields are held in memory: the form limit, not formidable's 20 MB
+          maxFieldsSize: config.limits.formBytes,
           keepExtensions: false,
           createDirsFromUploads: false,
           filename: () => randomUUID(),
+          // formidable opens a file it has already refused (maxFiles) and unlinks refused ones before they are
+          // open; owning the streams lets the request close and remove every one of them (`removeUploads`)
+          fileWriteStreamHandler: (file: { filepath: string }) => {
+            const stream = createWriteStream(file.filepath, { flags: 'wx' })
+            writing.push(stream)
+            return stream
+          },
         } as any,
       }),
   }
@@ -160,7 +183,6 @@ const hasBody = (ctx: Koa.Context) => ctx.request.length > 0 || ctx.get('transfe
 
 function routeHandler(route: CompiledRoute, deps: HttpDeps, parsers: BodyParsers) {
   const { features, auth, config } = deps
-  const multipart = route.multipart ? parsers.multipart(route) : undefined
   const queryOptions = qsOptions(config.limits)
   const noop = async () => {}
   return async (ctx: MamContext) => {
@@ -170,14 +192,18 @@ function routeHandler(route: CompiledRoute, deps: HttpDeps, parsers: BodyParsers
     let body: unknown
     if (hasBody(ctx)) {
       if (ctx.is('multipart')) {
-        if (!multipart) throw new MamError('unsupported_media_type', 'This route does not take multipart uploads')
+        if (!route.multipart) throw new MamError('unsupported_media_type', 'This route does not take multipart uploads')
         await ensureDir(path.join(config.dataDir, 'tmp', 'uploads'))
-        await multipart(ctx as any, noop)
+        await parsers.multipart(route, uploadStreams(ctx))(ctx as any, noop)
         ctx.files = collectFiles((ctx.request as any).files)
         body = renest((ctx.request as any).body, queryOptions)
-      } else {
+      } else if (ctx.is([...JSON_TYPES, 'urlencoded'])) {
         await parsers.plain(ctx as any, noop)
         body = (ctx.request as any).body
+      } else if (ctx.request.type !== '' || ctx.request.length > 0) {
+        // a body nobody would read (text/plain from a fetch without a content type): say so instead of
+        // ignoring it; a chunked body without any type may well be empty and is left alone
+        throw new MamError('unsupported_media_type', 'Send the body as JSON, a form (urlencoded) or multipart/form-data')
       }
     }
     const query = parseQuery(ctx.querystring, queryOptions)
@@ -194,7 +220,7 @@ function routeHandler(route: CompiledRoute, deps: HttpDeps, parsers: BodyParsers
     if (route.compiledParams) validate(route.compiledParams, pathParams, false)
     ctx.params = pathParams
     const input = mergeInput(query, body, pathParams, route.bodyKey)
-    ctx.typedInput = ctx.is('json') === 'json' && !ctx.querystring
+    ctx.typedInput = Boolean(ctx.is(JSON_TYPES)) && !ctx.querystring
     if (route.compiledInput) validate(route.compiledInput, input, ctx.typedInput)
     ctx.input = input
 
@@ -231,6 +257,28 @@ function renest(fields: Record<string, unknown> | undefined, options: qs.IParseO
   const flat = new URLSearchParams()
   for (const [k, v] of Object.entries(fields)) for (const item of Array.isArray(v) ? v : [v]) flat.append(k, String(item))
   return parseQuery(flat.toString(), options)
+}
+
+const writingUploads = new WeakMap<object, WriteStream[]>()
+
+function uploadStreams(ctx: MamContext): WriteStream[] {
+  const streams: WriteStream[] = []
+  writingUploads.set(ctx, streams)
+  return streams
+}
+
+/** Temp files of an upload: closed (a refused upload leaves streams open) and removed once the request ends. */
+async function removeUploads(ctx: MamContext) {
+  const streams = writingUploads.get(ctx) ?? []
+  await Promise.all(streams.filter((s) => !s.closed).map((s) => closeStream(s)))
+  const paths = new Set([...streams.map((s) => String(s.path)), ...ctx.files.map((f) => f.tempPath)])
+  await Promise.all([...paths].map((p) => rm(p, { force: true })))
+}
+
+function closeStream(stream: WriteStream): Promise<unknown> {
+  const closed = once(stream, 'close').catch(() => {})
+  stream.destroy()
+  return closed
 }
 
 const madeDirs = new Set<string>()

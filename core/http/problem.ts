@@ -1,5 +1,6 @@
 import type { Context } from 'koa'
 import type { Logger } from 'pino'
+import { ForeignKeyConstraintViolationException, UniqueConstraintViolationException } from '@mikro-orm/core'
 import { ERRORS, MamError, type ErrorCode } from '../errors.js'
 
 const BY_STATUS = new Map<number, ErrorCode>(
@@ -9,14 +10,18 @@ const BY_STATUS = new Map<number, ErrorCode>(
 /** Maps anything thrown into a MamError: ours as they are, koa/http-errors by status, the rest as 500. */
 export function toMamError(err: unknown): MamError {
   if (err instanceof MamError) return err
-  const e = err as { status?: number; statusCode?: number; expose?: boolean; message?: string; type?: string }
-  const status = e?.status ?? e?.statusCode
+  const e = err as { status?: number; statusCode?: number; httpCode?: number; expose?: boolean; message?: string; type?: string }
+  if (e?.message && /maxFileSize|maxTotalFileSize|maxFiles|maxFields/.test(e.message)) return new MamError('payload_too_large', 'The upload exceeds the size limit of this route')
+  // formidable (multipart) says `httpCode`: a malformed upload is the client's error, not a 500
+  const status = e?.status ?? e?.statusCode ?? e?.httpCode
   if (status && status >= 400 && status < 500 && BY_STATUS.has(status)) {
-    // body parser errors: malformed JSON (400), over the size limit (413), unsupported charset (415)
+    // body parser errors: malformed JSON or multipart (400), over the size limit (413), unsupported charset (415)
     const detail = e.expose && e.message ? e.message : ERRORS[BY_STATUS.get(status)!].title
     return new MamError(BY_STATUS.get(status)!, detail)
   }
-  if (e?.message && /maxFileSize|maxTotalFileSize|maxFiles|maxFields/.test(e.message)) return new MamError('payload_too_large', 'The upload exceeds the size limit of this route')
+  // a check-then-write raced another request (two creates of one name): the database kept one
+  if (err instanceof UniqueConstraintViolationException) return new MamError('conflict', 'A record with these values exists already')
+  if (err instanceof ForeignKeyConstraintViolationException) return new MamError('conflict', 'The record is referenced by, or refers to, a record that changed meanwhile')
   return new MamError('internal', 'The server failed to handle this request; the request id identifies it in the logs')
 }
 

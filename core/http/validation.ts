@@ -106,9 +106,11 @@ function normaliseBooleans(schema: any, data: any): any {
   } else if (typeof data === 'object') {
     const branches = [schema, ...(schema.anyOf ?? []), ...(schema.oneOf ?? []), ...(schema.allOf ?? [])]
     for (const branch of branches) {
-      if (!branch.properties) continue
-      for (const key of Object.keys(branch.properties))
+      for (const key of Object.keys(branch.properties ?? {}))
         if (key in data) data[key] = normaliseBooleans(branch.properties[key], data[key])
+      // records (`role[role_matrix]`): keys matching a pattern take its value schema
+      for (const [pattern, values] of Object.entries<any>(branch.patternProperties ?? {}))
+        for (const key of Object.keys(data)) if (!branch.properties?.[key] && new RegExp(pattern, 'u').test(key)) data[key] = normaliseBooleans(values, data[key])
     }
   }
   return data

@@ -72,6 +72,9 @@ export async function loadPlugins(
     for (const [cap, description] of Object.entries(plugin.capabilities ?? {})) {
       if (!/^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/.test(cap))
         throw new BootError('PLUGIN_INVALID', plugin.name, `capability "${cap}" must be lower-case words joined by dots`)
+      // a second declaration would silently take over the first one's role_matrix key (even `admin`)
+      const owner = loaded.capabilities.get(cap)
+      if (owner) throw new BootError('PLUGIN_INVALID', plugin.name, `capability "${cap}" is already declared by "${owner.plugin}"`)
       loaded.capabilities.set(cap, { plugin: plugin.name, description })
     }
   }

@@ -52,11 +52,16 @@ export class FeatureService {
     this.loadedAt = Date.now()
   }
 
+  /** switched on, and so is everything it depends on (a module on by default may need one that is off) */
   isActive(name: string): boolean {
     if (Date.now() - this.loadedAt > REFRESH_MS && !this.refreshing)
       this.refreshing = this.reload()
         .catch(() => {})
         .finally(() => (this.refreshing = undefined))
+    return this.switchedOn(name) && (this.plugins.get(name)?.dependsOn ?? []).every((d) => this.isActive(d))
+  }
+
+  private switchedOn(name: string): boolean {
     if (this.plugins.get(name)?.required) return true
     return this.rows.get(name)?.active ?? this.plugins.get(name)?.activeByDefault !== false
   }

@@ -3,6 +3,7 @@ import type { RegisterApi } from '../../core/plugin/contract.js'
 import type { MamContext } from '../../core/http/context.js'
 import { IdParams, Nullable } from '../../core/http/schemas.js'
 import { Role, User } from '../../core/auth/entities.js'
+import { ADMIN_ROLE } from '../../core/auth/accounts.js'
 import { iso } from '../../core/db/entity.js'
 import { conflict, invalid, notFound, type ParamError } from '../../core/errors.js'
 
@@ -57,6 +58,7 @@ export function registerRoleRoutes({ routes, events }: RegisterApi) {
   routes.put('/roles/:id', { access: 'admin', params: IdParams, input: RoleInput, summary: 'update a role' }, async (ctx) => {
     const role = await find(ctx)
     const fields = readRole(ctx, false)
+    assertBuiltinKept(role, fields)
     if (fields.name !== undefined && fields.name !== role.name) await assertNameFree(ctx, fields.name, role.id)
     if (fields.roleMatrix && role.roleMatrix.admin === true && fields.roleMatrix.admin !== true) await assertOtherAdminsRemain(ctx, role)
     if (fields.name !== undefined) role.name = fields.name
@@ -88,6 +90,19 @@ function readRole(ctx: MamContext, creating: boolean): { name?: string; roleMatr
     if (!known.has(key)) errors.push({ param: `role[role_matrix][${key}]`, message: `is not a known capability (known: ${[...known.keys()].join(', ')})` })
   if (errors.length) throw invalid(errors)
   return { name: role.name, roleMatrix: role.role_matrix }
+}
+
+/**
+ * The core and plugins find the built-in roles by name (new users get "User", `--admin` users
+ * "Administrator", and a restart recreates a missing one), so their names stay, and so does the
+ * administrative privilege of "Administrator".
+ */
+function assertBuiltinKept(role: Role, fields: { name?: string; roleMatrix?: Record<string, boolean> }) {
+  if (!role.builtin) return
+  if (fields.name !== undefined && fields.name !== role.name)
+    throw conflict(`"${role.name}" is a built-in role and keeps its name`, { errors: [{ param: 'role[name]', message: 'cannot change on a built-in role' }] })
+  if (role.name === ADMIN_ROLE && fields.roleMatrix && fields.roleMatrix.admin !== true)
+    throw conflict(`"${role.name}" is the built-in administrator role and keeps "admin"`, { errors: [{ param: 'role[role_matrix][admin]', message: 'must stay true' }] })
 }
 
 async function assertNameFree(ctx: MamContext, name: string, exceptId?: number) {
