@@ -1,5 +1,6 @@
 import { copyFile, lstat, mkdir, readdir, rename, rm } from 'node:fs/promises'
 import path from 'node:path'
+import { raw } from '@mikro-orm/core'
 
 export const isHidden = (name: string) => name.startsWith('.')
 
@@ -8,6 +9,15 @@ export const folderOf = (relative: string) => {
   const i = relative.lastIndexOf('/')
   return i < 0 ? '' : relative.slice(0, i)
 }
+
+/**
+ * Where `column` lies below the folder `prefix` (`prefix/…`). Not LIKE: SQLite's LIKE folds ASCII
+ * case (`Media/%` matched `media/…`) and, without an ESCAPE clause, took `my\_f/%` literally and
+ * matched nothing. substr compares exactly in SQLite and PostgreSQL alike.
+ */
+export const below = (column: 'path' | 'folder', prefix: string) => ({
+  [raw((alias: string) => `substr(${alias}.${column}, 1, ${[...prefix].length + 1}) = ?`, [`${prefix}/`])]: [],
+})
 
 /** `clip.mov` → `clip (2).mov` … the first name not taken in `dir` */
 export async function freeName(dir: string, name: string, taken: Set<string> = new Set()): Promise<string> {

@@ -1,3 +1,4 @@
+import { stat } from 'node:fs/promises'
 import path from 'node:path'
 import { Type } from 'typebox'
 import type { RegisterApi } from '../../core/plugin/contract.js'
@@ -11,12 +12,10 @@ import type { ProjectService } from '../projects/service.js'
 import { Asset } from './entities.js'
 import { AddAssetsInput, CountInput, InjectInput, ListAssetsInput } from './schemas.js'
 import { cleanRelative, type AssetService } from './service.js'
-import { freeName, moveFile } from './files.js'
+import { below, freeName, moveFile } from './files.js'
 
 export const MAX_UPLOAD_BYTES = 50 * 1024 ** 3
 const Empty = Type.Object({}, { additionalProperties: false })
-
-const like = (prefix: string) => `${prefix.replace(/[\\%_]/g, (c) => `\\${c}`)}/%`
 
 /** §4.20 asset routes of projects: list, count, addassets, inject_uploads, reindex, rescan, repair, changed metadata. */
 export function registerProjectAssetRoutes({ routes }: RegisterApi) {
@@ -26,7 +25,7 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
   const folderFilter = (ctx: MamContext) => {
     const folder = ctx.input.folder ? cleanRelative(ctx.input.folder, 'folder') : ''
     if (!ctx.input.recursive) return { folder }
-    return folder ? { $or: [{ folder }, { folder: { $like: like(folder) } }] } : {}
+    return folder ? { $or: [{ folder }, below('folder', folder)] } : {}
   }
 
   routes.get('/projects/:id/assets', { access: 'authenticated', params: IdParams, input: ListAssetsInput, summary: 'assets of a project folder (paginated)' }, async (ctx) => {
@@ -63,6 +62,9 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
       await s.assertSpace(ctx.em, project, files.reduce((n, f) => n + f.size, 0))
       const root = s.pathOf(project)
       const dir = ctx.input.path ? await resolveInside(root, ctx.input.path, 'path') : root
+      // an existing target must be a folder: moving uploads into a file would fail half-way (500)
+      const target = await stat(dir).catch(() => null)
+      if (target && !target.isDirectory()) throw invalidParam('path', 'names a file, not a folder')
       const taken = new Set<string>()
       const relatives: string[] = []
       for (const f of files) {

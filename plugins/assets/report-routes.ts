@@ -12,10 +12,10 @@ import { Asset } from './entities.js'
 import type { ProxyStore } from './proxy-store.js'
 import { plainSize } from './proxy-crypto.js'
 import { cleanRelative } from './service.js'
+import { below } from './files.js'
 
 const RehashInput = Type.Object({ sha256: Type.Optional(Type.Boolean({ default: true })) }, { additionalProperties: false })
 const FolderInput = Type.Object({ folder: Type.Optional(Type.String({ maxLength: 4096 })) }, { additionalProperties: false })
-const like = (prefix: string) => `${prefix.replace(/[\\%_]/g, (c) => `\\${c}`)}/%`
 
 /** rehash, the deduplication report, and the summaries an editor sees before checking out a folder */
 export function registerReportRoutes({ routes }: RegisterApi) {
@@ -57,7 +57,7 @@ export function registerReportRoutes({ routes }: RegisterApi) {
   const folderAssets = async (ctx: MamContext) => {
     const { project } = await projects(ctx).readable(ctx, ctx.params.id)
     const folder = ctx.input.folder ? cleanRelative(ctx.input.folder, 'folder') : ''
-    const where = folder ? { project, online: true, $or: [{ folder }, { folder: { $like: like(folder) } }] } : { project, online: true }
+    const where = folder ? { project, online: true, $or: [{ folder }, below('folder', folder)] } : { project, online: true }
     return { project, folder, assets: await ctx.em.find(Asset, where, { orderBy: { id: 'asc' }, limit: 100_000 }) }
   }
   const editingBytes = async (ctx: MamContext, asset: Asset) => {

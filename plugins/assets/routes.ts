@@ -4,7 +4,7 @@ import type { RegisterApi } from '../../core/plugin/contract.js'
 import type { MamContext } from '../../core/http/context.js'
 import { IdParams } from '../../core/http/schemas.js'
 import { invalidParam, notFound } from '../../core/errors.js'
-import { isInside, resolveInside } from '../../core/storage/paths.js'
+import { isInside, relativeSegments, resolveInside } from '../../core/storage/paths.js'
 import type { StorageRegistry } from '../../core/storage/storages.js'
 import { Project } from '../projects/entities.js'
 import type { ProjectService } from '../projects/service.js'
@@ -14,6 +14,9 @@ import { Asset } from './entities.js'
 import { AssetUpdateInput, ByPathInput, DestroyInput, LinksInput, PropertiesInput } from './schemas.js'
 import { cleanRelative, type AssetService } from './service.js'
 import { METADATA_PROPERTIES } from './properties.js'
+import { below } from './files.js'
+import type { ProxyStore } from './proxy-store.js'
+import type { JobService } from '../../core/jobs/service.js'
 
 /** §4.6 asset routes of this plugin, §4.9 and §4.13 metadata properties. */
 export function registerAssetRoutes({ routes }: RegisterApi) {
@@ -64,13 +67,18 @@ export function registerAssetRoutes({ routes }: RegisterApi) {
     }
     const removed: Asset[] = []
     for (const t of targets) {
-      const rows = await ctx.em.find(Asset, { project: t.project, $or: [{ path: t.relative }, { path: { $like: `${t.relative.replace(/[\\%_]/g, (c) => `\\${c}`)}/%` } }] }, { populate: ['project'] })
+      const rows = await ctx.em.find(Asset, { project: t.project, $or: [{ path: t.relative }, below('path', t.relative)] }, { populate: ['project'] })
       await rm(t.file, { recursive: true, force: true })
       removed.push(...rows)
       for (const r of rows) ctx.em.remove(r)
     }
     const body = { assets: removed.map((a) => assets(ctx).serialize(a)) }
     await ctx.em.flush()
+    // proxies go with their assets: without the row (and its key) they are unreadable dead weight
+    for (const a of removed) await ctx.resolve<ProxyStore>('proxyStore').remove(a)
+    // freed space must stop counting against quotas (507): measure the trees again
+    for (const id of new Set(targets.map((t) => t.project.id)))
+      await ctx.resolve<JobService>('jobs').enqueue('projects.calculate-size', { projectId: id }, { userId: ctx.user!.userId, projectId: id })
     return body
   })
 
@@ -111,6 +119,8 @@ async function locate(ctx: MamContext, input: string, projectId?: number): Promi
     return { project, relative: cleanRelative(input, 'path') }
   }
   if (!path.isAbsolute(input)) throw invalidParam('project_id', 'is required for a relative path')
+  // the same checks as a relative path (NUL bytes, `..` segments), on the part below the file system root
+  relativeSegments(input.replace(/^[\\/]+/, ''), 'path')
   for (const storage of ctx.resolve<StorageRegistry>('storages').list()) {
     const abs = path.resolve(input)
     if (!isInside(storage.root, abs) || abs === storage.root) continue

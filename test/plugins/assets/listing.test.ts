@@ -1,0 +1,87 @@
+import { writeFile } from 'node:fs/promises'
+import path from 'node:path'
+import t from 'tap'
+import { assertProblem, onEachDatabase } from '../../helpers/index.js'
+import { requestWithBody, waitForAsset } from '../../helpers/media.js'
+import { FILES, paths, setup } from './fixtures.js'
+
+/** listing and counting by folder, changed metadata, the metadata properties */
+
+onEachDatabase(t, 'assets and count_assets of a project, by folder, paginated', async (t, s) => {
+  const { p, reader, stranger } = await setup(s)
+  const list = (query: Record<string, string>, token = reader.token) => s.request('GET', `/projects/${p.id}/assets`, { token, query })
+
+  const root = await list({})
+  t.equal(root.status, 200)
+  t.same(paths(root), ['a.txt', 'b.txt'], 'the root folder only')
+  t.equal(root.headers.get('x-total-count'), '2')
+  t.match(root.body.assets[0], { project_id: p.id, project_name: 'Listed', type: 'other', analysis_state: 'ready' })
+  t.same(paths(await list({ folder: 'Media' })), ['Media/c.txt', 'Media/d.txt'])
+  t.same(paths(await list({ folder: 'Media/', recursive: 'true' })), ['Media/c.txt', 'Media/d.txt', 'Media/Sub/e.txt'])
+  t.same(paths(await list({ folder: 'my_f', recursive: 'true' })), ['my_f/x.txt', 'my_f/sub/z.txt'], 'LIKE wildcards in a folder name are literal')
+  t.same(paths(await list({ folder: 'MEDIA', recursive: 'true' })), ['MEDIA/Sub/g.txt'], 'folders are case-sensitive')
+  // the order across folders follows the database collation: compared sorted
+  t.same(paths(await list({ recursive: 'true' })).sort(), Object.keys(FILES).sort())
+  const page2 = await list({ folder: 'Media', recursive: 'true', per_page: '2', page: '2' })
+  t.same(paths(page2), ['Media/Sub/e.txt'])
+  t.equal(page2.headers.get('x-total-count'), '3')
+  t.same(paths(await list({ folder: 'Media', recursive: 'true', per_page: '2', page: '3' })), [])
+  t.same(paths(await list({ recursive: 'true', type: 'video' })), [])
+  t.same(paths(await list({ folder: 'Nowhere' })), [])
+  const json = await requestWithBody(s, 'GET', `/projects/${p.id}/assets`, { token: s.user.token, json: { folder: 'Media', recursive: false } })
+  t.same(paths(json), ['Media/c.txt', 'Media/d.txt'], 'parameters as a JSON body')
+
+  assertProblem(t, await s.request('GET', `/projects/${p.id}/assets`), 401)
+  assertProblem(t, await list({}, stranger.token), 404)
+  assertProblem(t, await s.request('GET', '/projects/99999/assets', { token: s.admin.token }), 404)
+  assertProblem(t, await list({ folder: '../Listed' }), 422, ['folder'])
+  assertProblem(t, await list({ folder: '/etc' }), 422, ['folder'])
+  assertProblem(t, await list({ per_page: '0' }), 422, ['per_page'])
+  assertProblem(t, await list({ per_page: '501' }), 422, ['per_page'])
+  assertProblem(t, await list({ type: 'hologram' }), 422, ['type'])
+  assertProblem(t, await list({ sort: 'name' }), 422, ['sort'])
+
+  const count = async (query: Record<string, string>) => (await s.request('GET', `/projects/${p.id}/count_assets`, { token: reader.token, query })).body.hash
+  t.same(await count({}), { count: 2, folder: '', recursive: false })
+  t.same(await count({ folder: 'Media' }), { count: 2, folder: 'Media', recursive: false })
+  t.same(await count({ folder: 'Media', recursive: 'true' }), { count: 3, folder: 'Media', recursive: true })
+  t.same(await count({ recursive: 'true' }), { count: 10, folder: '', recursive: true })
+  t.same(await count({ folder: 'my_f', recursive: 'true' }), { count: 2, folder: 'my_f', recursive: true })
+  assertProblem(t, await s.request('GET', `/projects/${p.id}/count_assets`), 401)
+  assertProblem(t, await s.request('GET', `/projects/${p.id}/count_assets`, { token: stranger.token }), 404)
+  assertProblem(t, await s.request('GET', `/projects/${p.id}/count_assets`, { token: s.user.token, query: { folder: 'a/../..' } }), 422, ['folder'])
+  assertProblem(t, await s.request('GET', `/projects/${p.id}/count_assets`, { token: s.user.token, query: { recursive: 'maybe' } }), 422, ['recursive'])
+
+  // the metadata properties analysis writes (§4.9, §4.13)
+  const props = await s.request('GET', '/available_metadata_properties', { token: reader.token, query: { query: 'timecode' } })
+  t.equal(props.status, 200)
+  t.match(props.body.available_metadata_properties, [{ name: 'start_timecode', type: 'string' }])
+  t.equal(props.body.available_metadata_properties.length, 1)
+  const all = await s.request('GET', '/settings/metadata_properties', { token: reader.token })
+  t.ok(all.body.metadata_properties.some((m: any) => m.name === 'camera_make'))
+  assertProblem(t, await s.request('GET', '/available_metadata_properties'), 401)
+  assertProblem(t, await s.request('GET', '/available_metadata_properties', { token: reader.token, query: { q: 'x' } }), 422, ['q'])
+})
+
+onEachDatabase(t, 'changed_asset_metadata lists assets analysed since a time', async (t, s) => {
+  const { p, reader, stranger } = await setup(s)
+  const changed = (query: Record<string, string> = {}, token = reader.token) => s.request('GET', `/projects/${p.id}/changed_asset_metadata`, { token, query })
+
+  const all = await changed()
+  t.equal(all.status, 200)
+  t.equal(all.body.assets.length, 10, 'never used: every analysed asset')
+  t.equal(all.body.since, null)
+  const mark = new Date()
+  t.same((await changed({ since: mark.toISOString() })).body.assets, [])
+
+  await writeFile(path.join(p.path, 'b.txt'), 'changed content')
+  const added = await s.request('POST', `/projects/${p.id}/addassets`, { token: s.user.token, json: { paths: ['b.txt'] } })
+  await waitForAsset(s, s.user.token, added.body.assets[0].id, (a) => a.analysis_state === 'ready' && a.size === 15)
+  const since = await changed({ since: mark.toISOString() })
+  t.same(paths(since), ['b.txt'])
+  t.equal(since.body.since, mark.toISOString())
+  assertProblem(t, await s.request('GET', `/projects/${p.id}/changed_asset_metadata`), 401)
+  assertProblem(t, await changed({}, stranger.token), 404)
+  assertProblem(t, await changed({ since: 'yesterday' }), 422, ['since'])
+  assertProblem(t, await changed({ since: '2024-13-45' }), 422, ['since'])
+})
