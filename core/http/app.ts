@@ -16,7 +16,7 @@ import type { FeatureService } from '../system/features.js'
 import type { CompiledRoute } from '../plugin/loader.js'
 import { MamError, forbidden, unauthenticated } from '../errors.js'
 import { validate } from './validation.js'
-import { limitError, mergeInput, parseQuery, qsOptions } from './params.js'
+import { RESERVED_PARAMS, limitError, mergeInput, parseQuery, qsOptions } from './params.js'
 import { sendProblem } from './problem.js'
 import type { MamContext, UploadedFile } from './context.js'
 
@@ -106,7 +106,9 @@ function entry(deps: HttpDeps): Koa.Middleware {
     } finally {
       await removeUploads(c)
       const ms = Math.round((performance.now() - started) * 10) / 10
-      log.info({ req_id: requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms, user: c.user?.userId }, 'request')
+      // the route pattern, not the path: paths can carry secrets (DELETE /proof_keys/:code_verifier)
+      const route = (ctx as { _matchedRoute?: string })._matchedRoute ?? ctx.path
+      log.info({ req_id: requestId, method: ctx.method, route, status: ctx.status, ms, user: c.user?.userId }, 'request')
     }
   }
 }
@@ -220,7 +222,8 @@ function routeHandler(route: CompiledRoute, deps: HttpDeps, parsers: BodyParsers
     if (route.compiledParams) validate(route.compiledParams, pathParams, false)
     ctx.params = pathParams
     const input = mergeInput(query, body, pathParams, route.bodyKey)
-    ctx.typedInput = Boolean(ctx.is(JSON_TYPES)) && !ctx.querystring
+    // a credential in the query string (?auth_token=) does not make a JSON body's values strings
+    ctx.typedInput = Boolean(ctx.is(JSON_TYPES)) && Object.keys(query).every((k) => RESERVED_PARAMS.includes(k))
     if (route.compiledInput) validate(route.compiledInput, input, ctx.typedInput)
     ctx.input = input
 

@@ -92,10 +92,9 @@ function describe(e: ErrorObject): string {
   }
 }
 
-const article = (type: string) =>
-  ({ object: 'a hash', array: 'an array', string: 'a string', integer: 'an integer', number: 'a number', boolean: 'true or false', null: 'null' })[
-    type
-  ] ?? type.replace(/,/g, ' or ')
+const ARTICLES: Record<string, string> = { object: 'a hash', array: 'an array', string: 'a string', integer: 'an integer', number: 'a number', boolean: 'true or false', null: 'null' }
+/** Ajv's `object,null` (a nil-allowed hash) → "a hash or null" */
+const article = (type: string) => type.split(',').map((t) => ARTICLES[t] ?? t).join(' or ')
 
 /** "true"/"false" → booleans wherever the schema expects a boolean. */
 function normaliseBooleans(schema: any, data: any): any {

@@ -48,7 +48,9 @@ export async function resolveInside(root: string, input: string, param: string):
     try {
       existing = await realpath(next)
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') break
+      const code = (err as NodeJS.ErrnoException).code
+      if (code === 'ENOENT') break
+      if (code === 'ENOTDIR') throw invalidParam(param, `goes through "${segments[i - 1] ?? segments[i]}", which is a file`)
       throw err
     }
     if (!isInside(realRoot, existing)) throw new MamError('forbidden', `${param} leads outside its storage`, { errors: [{ param, message: 'leads outside its storage' }] })
