@@ -3,15 +3,49 @@ import http from 'node:http'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
-import { createMamServer } from './index.js'
-import { builtinPlugins } from '../plugins/index.js'
-import { MamRuntime, closeServer, describePlugins } from '../core/runtime.js'
 import type { MamConfigInput } from '../core/config.js'
 import type { PluginDefinition } from '../core/plugin/contract.js'
-import { API_PREFIX } from '../core/http/app.js'
-import { User } from '../core/auth/entities.js'
-import { createApiKey, createUser } from '../core/auth/accounts.js'
 import type { EntityManager } from '../core/db/orm.js'
+import type * as HostModule from './index.js'
+import type * as PluginsModule from '../plugins/index.js'
+import type * as RuntimeModule from '../core/runtime.js'
+import type * as EntitiesModule from '../core/auth/entities.js'
+import type * as AccountsModule from '../core/auth/accounts.js'
+
+// The server modules (ORM, Koa, every plugin) take a while to load: loaded only once the command
+// line is known to be good, so `--help` and usage errors answer at once.
+let createMamServer: typeof HostModule.createMamServer
+let builtinPlugins: typeof PluginsModule.builtinPlugins
+let MamRuntime: typeof RuntimeModule.MamRuntime
+let closeServer: typeof RuntimeModule.closeServer
+let describePlugins: typeof RuntimeModule.describePlugins
+let API_PREFIX: string
+let User: typeof EntitiesModule.User
+let createApiKey: typeof AccountsModule.createApiKey
+let createUser: typeof AccountsModule.createUser
+
+async function loadServerModules() {
+  const [host, plugins, runtime, httpApp, entities, accounts] = await Promise.all([
+    import('./index.js'),
+    import('../plugins/index.js'),
+    import('../core/runtime.js'),
+    import('../core/http/app.js'),
+    import('../core/auth/entities.js'),
+    import('../core/auth/accounts.js'),
+  ])
+  ;({ createMamServer } = host)
+  ;({ builtinPlugins } = plugins)
+  ;({ MamRuntime, closeServer, describePlugins } = runtime)
+  ;({ API_PREFIX } = httpApp)
+  ;({ User } = entities)
+  ;({ createApiKey, createUser } = accounts)
+}
+
+const COMMANDS = new Set(['serve', 'migrate', 'users create', 'api-keys create', 'routes'])
+const REQUIRED: Record<string, Array<'username' | 'password' | 'user' | 'name'>> = {
+  'users create': ['username', 'password'],
+  'api-keys create': ['user', 'name'],
+}
 
 const USAGE = `mamkit <command> [options]
 
@@ -24,27 +58,48 @@ const USAGE = `mamkit <command> [options]
 every command: [--data-dir DIR] [--database-url URL] [--plugin MODULE ...]
   (env MAMKIT_DATA_DIR, MAMKIT_DATABASE_URL, MAMKIT_PLUGINS=comma,separated)`
 
-const { values, positionals } = parseArgs({
-  allowPositionals: true,
-  options: {
-    port: { type: 'string' },
-    host: { type: 'string' },
-    'data-dir': { type: 'string' },
-    'database-url': { type: 'string' },
-    plugin: { type: 'string', multiple: true },
-    username: { type: 'string' },
-    password: { type: 'string' },
-    admin: { type: 'boolean' },
-    user: { type: 'string' },
-    name: { type: 'string' },
-    help: { type: 'boolean', short: 'h' },
-  },
-})
+function fail(message: string): never {
+  console.error(`mamkit: ${message}\n\n${USAGE}`)
+  process.exit(2)
+}
+
+function parseCommandLine() {
+  try {
+    return parseArgs({
+      allowPositionals: true,
+      options: {
+        port: { type: 'string' },
+        host: { type: 'string' },
+        'data-dir': { type: 'string' },
+        'database-url': { type: 'string' },
+        plugin: { type: 'string', multiple: true },
+        username: { type: 'string' },
+        password: { type: 'string' },
+        admin: { type: 'boolean' },
+        user: { type: 'string' },
+        name: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    })
+  } catch (err) {
+    // unknown option, or an option without its value
+    fail((err as Error).message)
+  }
+}
+
+const { values, positionals } = parseCommandLine()
+
+function portOf(value: string | undefined, source: string): number | undefined {
+  if (value === undefined || value === '') return undefined
+  const port = Number(value)
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) fail(`${source} must be a port number (0-65535), not "${value}"`)
+  return port
+}
 
 const config: MamConfigInput = {
   dataDir: values['data-dir'],
   databaseUrl: values['database-url'],
-  port: values.port ? Number(values.port) : undefined,
+  port: portOf(values.port, '--port') ?? portOf(process.env.MAMKIT_PORT, 'MAMKIT_PORT'),
   host: values.host,
 }
 
@@ -64,11 +119,6 @@ function need(name: 'username' | 'password' | 'user' | 'name'): string {
   const v = values[name]
   if (!v) fail(`--${name} is required`)
   return v as string
-}
-
-function fail(message: string): never {
-  console.error(`mamkit: ${message}\n\n${USAGE}`)
-  process.exit(2)
 }
 
 async function withRuntime<T>(work: (em: EntityManager) => Promise<T>): Promise<T> {
@@ -97,8 +147,14 @@ async function serve() {
     if (stopping) return
     stopping = true
     runtime.log.info({ signal }, 'stopping: finishing requests and handing back running jobs')
-    await closeServer(server)
-    await mam.close()
+    try {
+      await closeServer(server)
+      await mam.close()
+    } catch (err) {
+      // exit anyway: jobs not handed back are retried once their leases lapse
+      runtime.log.error({ err }, 'stopping failed')
+      process.exit(1)
+    }
     process.exit(0)
   }
   process.on('SIGTERM', () => void stop('SIGTERM'))
@@ -107,11 +163,17 @@ async function serve() {
 
 async function main() {
   const [command, sub] = positionals
-  if (values.help || !command) {
+  if (values.help) {
     console.log(USAGE)
     return
   }
-  switch (`${command} ${sub ?? ''}`.trim()) {
+  if (!command) fail('a command is required')
+  const name = `${command} ${sub ?? ''}`.trim()
+  if (!COMMANDS.has(name)) fail(`unknown command "${positionals.join(' ')}"`)
+  // required options are checked before anything is loaded or opened
+  for (const option of REQUIRED[name] ?? []) need(option)
+  await loadServerModules()
+  switch (name) {
     case 'serve':
       return serve()
     case 'migrate': {
@@ -120,15 +182,17 @@ async function main() {
       return
     }
     case 'users create': {
-      const user = await withRuntime((em) => createUser(em, { username: need('username'), password: need('password'), admin: values.admin }))
+      const input = { username: need('username'), password: need('password'), admin: values.admin }
+      const user = await withRuntime((em) => createUser(em, input))
       console.log(`created user ${user.username} (id ${user.id}${values.admin ? ', administrator' : ''})`)
       return
     }
     case 'api-keys create': {
+      const [username, keyName] = [need('user'), need('name')]
       const secret = await withRuntime(async (em) => {
-        const user = await em.findOne(User, { username: need('user') })
-        if (!user) fail(`no user "${values.user}"`)
-        return (await createApiKey(em, user, need('name'))).secret
+        const user = await em.findOne(User, { username })
+        if (!user) throw Object.assign(new Error(`no user "${username}"`), { code: 'not_found' })
+        return (await createApiKey(em, user, keyName)).secret
       })
       console.log(secret)
       return
@@ -144,7 +208,7 @@ async function main() {
 }
 
 main().catch((err) => {
-  if (err?.code === 'conflict' || err?.code === 'invalid_parameters') fail(err.message)
+  if (err?.code === 'conflict' || err?.code === 'invalid_parameters' || err?.code === 'not_found') fail(err.message)
   console.error(err?.stack ?? err)
   process.exit(1)
 })

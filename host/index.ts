@@ -11,47 +11,71 @@ export interface MamServerOptions extends Omit<RuntimeOptions, 'plugins'> {
   extraPlugins?: PluginDefinition[]
 }
 
-type NodeHandler = (req: IncomingMessage, res: ServerResponse, next?: (err?: unknown) => void) => void
+/** a Node request listener; Express and Connect pass `next` as well */
+export type NodeHandler = (req: IncomingMessage, res: ServerResponse, next?: (err?: unknown) => void) => void
 
 export interface MamServer {
   /** Node request listener for URLs that start with /api/v1 (Express strips its mount path itself) */
   handler: NodeHandler
-  /** the same, for a host that passes full URLs: strips `prefix` first, calls `next` (or 404s) for others */
-  mount(prefix: string): NodeHandler
-  /** Koa middleware serving everything below `prefix` */
+  /**
+   * The same, for a host that passes full URLs (node:http): strips `prefix` first. Other URLs go to
+   * `next` (Connect style), else to `fallback` (the host's own listener), else get a 404.
+   */
+  mount(prefix: string, fallback?: (req: IncomingMessage, res: ServerResponse) => void): NodeHandler
+  /** Koa middleware serving everything below `prefix`; other requests go on down the host's chain */
   koa(prefix: string): Koa.Middleware
+  /** loads plugins, opens and migrates the database, starts jobs; safe to call more than once */
   start(): Promise<MamRuntime>
+  /** stops jobs and closes the database; requests that arrive afterwards get 503 */
   close(): Promise<void>
   readonly runtime: MamRuntime | undefined
 }
 
+const unavailable = (res: ServerResponse, detail: string) => {
+  if (res.headersSent) return void res.end()
+  res.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '1' })
+  res.end(JSON.stringify({ type: 'https://mamkit.dev/problems/service-unavailable', title: 'Service unavailable', status: 503, detail, code: 'service_unavailable' }))
+}
+
+/**
+ * `/mam/api/v1/x?y` below `/mam` is `/api/v1/x?y`; undefined when the URL is not below the prefix.
+ * `/mam` alone and `/mam?q` become `/` and `/?q`; `/mammoth` is not below `/mam`.
+ */
+export function stripPrefix(prefix: string, url: string | undefined): string | undefined {
+  const p = prefix.replace(/\/+$/, '')
+  if (!url) return undefined
+  if (!p) return url
+  if (!url.startsWith(p)) return undefined
+  const rest = url.slice(p.length)
+  if (rest === '') return '/'
+  if (rest[0] === '/') return rest
+  if (rest[0] === '?') return '/' + rest
+  return undefined
+}
+
 /**
  * mamkit for an existing Node host: mount the handler, then `await start()`. Requests that arrive
- * before start() finished get a 503 problem body instead of hanging.
+ * before start() finished (or after close()) get a 503 problem body instead of hanging.
  */
 export function createMamServer(options: MamServerOptions = {}): MamServer {
   let runtime: MamRuntime | undefined
   let listener: ReturnType<MamRuntime['callback']> | undefined
   let starting: Promise<MamRuntime> | undefined
+  let closed = false
 
   const handler: NodeHandler = (req, res) => {
     if (listener) return void listener(req, res)
-    res.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '1' })
-    res.end(JSON.stringify({ type: 'https://mamkit.dev/problems/service-unavailable', title: 'Service unavailable', status: 503, detail: 'mamkit is starting', code: 'service_unavailable' }))
-  }
-  const strip = (prefix: string, url: string | undefined) => {
-    const p = prefix.replace(/\/+$/, '')
-    if (!url || !(url === p || url.startsWith(p + '/') || url.startsWith(p + '?'))) return undefined
-    return url.slice(p.length) || '/'
+    unavailable(res, closed ? 'mamkit has stopped' : 'mamkit is starting')
   }
 
   return {
     handler,
-    mount(prefix) {
+    mount(prefix, fallback) {
       return (req, res, next) => {
-        const rest = strip(prefix, req.url)
+        const rest = stripPrefix(prefix, req.url)
         if (rest === undefined) {
           if (next) return next()
+          if (fallback) return fallback(req, res)
           res.writeHead(404).end()
           return
         }
@@ -61,8 +85,9 @@ export function createMamServer(options: MamServerOptions = {}): MamServer {
     },
     koa(prefix) {
       return async (ctx, next) => {
-        const rest = strip(prefix, ctx.req.url)
+        const rest = stripPrefix(prefix, ctx.req.url)
         if (rest === undefined) return next()
+        // mamkit answers on the raw request and response; Koa must not touch them afterwards
         ctx.respond = false
         ctx.req.url = rest
         await new Promise<void>((resolve) => {
@@ -71,23 +96,34 @@ export function createMamServer(options: MamServerOptions = {}): MamServer {
         })
       }
     },
-    async start() {
+    start() {
+      closed = false
       starting ??= MamRuntime.create({
         ...options,
         plugins: [...(options.plugins ?? builtinPlugins), ...(options.extraPlugins ?? [])],
-      }).then((r) => {
-        runtime = r
-        listener = r.callback()
-        return r
-      })
+      }).then(
+        (r) => {
+          runtime = r
+          listener = r.callback()
+          return r
+        },
+        (err) => {
+          starting = undefined // a later start() may try again
+          throw err
+        },
+      )
       return starting
     },
     async close() {
+      closed = true
       listener = undefined
       await (starting ?? Promise.resolve()).catch(() => {})
-      await runtime?.close()
+      // start() may have finished while we waited: keep requests away from the closing runtime
+      listener = undefined
+      const r = runtime
       runtime = undefined
       starting = undefined
+      await r?.close()
     },
     get runtime() {
       return runtime
