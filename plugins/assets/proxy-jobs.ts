@@ -7,7 +7,7 @@ import type { JobContext } from '../../core/jobs/types.js'
 import { Asset } from './entities.js'
 import type { AssetService } from './service.js'
 import type { ProxyStore } from './proxy-store.js'
-import { buildEditingProxy, buildProxies, burnTimecode, DEFAULT_PROXY_SETTINGS, type ProxySettings } from './proxies.js'
+import { buildProxies, burnTimecode, DEFAULT_PROXY_SETTINGS, type ProxySettings } from './proxies.js'
 
 export const settingsOf = (config: MamConfig): ProxySettings => ({ ...DEFAULT_PROXY_SETTINGS, ...(config.plugins.assets?.proxy as Partial<ProxySettings> | undefined) })
 
@@ -62,26 +62,7 @@ export function defineProxyJobs(jobs: JobRegistrar, encodeConcurrency: number) {
     },
   })
 
-  jobs.define<{ assetId: number }>('assets.editing-proxy', {
-    kind: 'asset',
-    concurrency: encodeConcurrency,
-    maxAttempts: 3,
-    async handler(ctx) {
-      const asset = await loadAsset(ctx)
-      if (!asset || asset.type !== 'video') return { skipped: true }
-      const ffmpeg = await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
-      const store = ctx.resolve<ProxyStore>('proxyStore')
-      const stored = await withWorkDir(ctx, async (dir) => {
-        const target = path.join(dir, 'editing.mov')
-        await buildEditingProxy(ffmpeg, asset, ctx.resolve<AssetService>('assets').fileOf(asset), target, settingsOf(ctx.resolve('config')), ctx.signal)
-        return store.store(asset, { editing: target })
-      })
-      asset.proxies = { ...asset.proxies, ...stored }
-      await ctx.em.flush()
-      return { editing: stored.editing }
-    },
-  })
-
+  // a low-res copy with burnt-in timecode, beside the other proxies (reburn_timecode)
   jobs.define<{ assetId: number }>('assets.burn-timecode', {
     kind: 'asset',
     concurrency: encodeConcurrency,
@@ -90,11 +71,10 @@ export function defineProxyJobs(jobs: JobRegistrar, encodeConcurrency: number) {
       const asset = await loadAsset(ctx)
       if (!asset || asset.type !== 'video') return { skipped: true }
       const ffmpeg = await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
-      const store = ctx.resolve<ProxyStore>('proxyStore')
       const stored = await withWorkDir(ctx, async (dir) => {
         const target = path.join(dir, 'burnin.mp4')
         await burnTimecode(ffmpeg, asset, ctx.resolve<AssetService>('assets').fileOf(asset), target, settingsOf(ctx.resolve('config')), ctx.signal)
-        return store.store(asset, { burnin: target })
+        return ctx.resolve<ProxyStore>('proxyStore').store(asset, { burnin: target })
       })
       asset.proxies = { ...asset.proxies, ...stored }
       await ctx.em.flush()
