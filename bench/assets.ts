@@ -13,27 +13,34 @@
  * its memory can be read from /proc/<pid>/status; this process is the HTTP client and also asks the
  * child, over IPC, to run SQL on its own knex (polling states, bulk inserts, EXPLAIN).
  *
- *   ingest  (every database) 1,000 copies of a 1 s 160x120 H.264/AAC clip in 10 folders of a
- *           project; one POST /projects/:id/addassets; wall time until every asset has
+ *   ingest  register: (every database) POST /projects/:id/addassets of 100 and of --files paths
+ *           with the job runner stopped: the cost of registering alone, per file.
+ *           analysis: (--ingest-on, default the first database) --files copies of a 1 s 160x120
+ *           H.264/AAC clip in folders of 100; one addassets; wall time until every asset has
  *           analysis_state ready → assets/s. Ceiling: the same ffprobe command run straight, 4 in
- *           flight (as the job runner's default concurrency), on the same files.
+ *           flight (the job runner's default concurrency), on the same files.
  *           The proxy jobs that follow each analysis are cancelled once the count is taken.
  *   proxy   (first database) a 1920x1080 25 fps clip (lavfi testsrc2 + sine, H.264 superfast)
- *           through the assets.proxy job → multiple of real time; beside a plain
- *           `ffmpeg -preset ultrafast -crf 23` 720p encode of the same file (the ceiling of
- *           PERFORMANCE.md) and mamkit's own low-res ffmpeg command run straight.
+ *           through the assets.proxy job (after addassets, then again by POST /assets/:id/reencode)
+ *           → multiple of real time; beside a plain `ffmpeg -preset ultrafast -crf 23` 720p encode
+ *           of the same file (the ceiling of PERFORMANCE.md) and mamkit's own low-res ffmpeg
+ *           command run straight, each twice, in turn with the job.
  *   hash    (this process) a --big-mb file: plain read (fs stream, 1 MiB chunks, discarded),
  *           O_DIRECT read (dd, the disk itself), SHA-256/CRC-32 in memory, then the hash worker
  *           (workers/hash.js in piscina) CRC-32 only, CRC-32 + SHA-256, and two at once;
- *           plus the assets.rehash job end to end on the first database.
+ *           plus the assets.rehash job end to end on the first database (3 runs, median).
  *   zip     (first database) that file as an asset: prepare_download_highres (the assets.package
- *           job writes the STORE zip) and GET download_highres over loopback, each with MB/s and
- *           the server's peak RSS growth; beside a stream copy of the file (package ceiling) and a
- *           bare Koa server streaming the same zip (download ceiling), also in a child process.
+ *           job writes the STORE zip) and GET download_highres over loopback (3 rounds in turn
+ *           with the ceiling, medians), each with MB/s and the server's peak RSS growth; beside a
+ *           stream copy of the file (package ceiling) and a bare Koa server streaming the same zip
+ *           (download ceiling), also in a child process.
  *   list    (every database) 100,000 asset rows (1,000 folders × 100) inserted with knex batch
- *           inserts, ANALYZE, then 200 sequential requests each of: GET /session/user_id (the
- *           baseline), a folder page, the first and the 500th page of the whole project
- *           (recursive); p50/p99. The SQL of each listing is captured and EXPLAINed.
+ *           inserts, ANALYZE (PostgreSQL: VACUUM ANALYZE), then 200 sequential requests each of:
+ *           GET /session/user_id (the baseline), a folder page, the first and the 500th page of
+ *           the whole project (recursive); p50/p99. The SQL of each listing is captured, EXPLAINed and timed alone
+ *           inside the server.
+ *
+ * MAMKIT_BENCH_NODE_ARGS adds node flags to the child processes (e.g. "--trace-gc").
  *
  * Every figure carries the 1-minute load average at the time it was taken.
  */
@@ -271,7 +278,9 @@ class Child {
   }
 
   static start(args: string[], profileDir?: string): Promise<Child> {
-    const execArgv = ['--enable-source-maps', ...(profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])]
+    // MAMKIT_BENCH_NODE_ARGS: more node flags for the child processes (e.g. --trace-gc)
+    const extra = process.env.MAMKIT_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []
+    const execArgv = ['--enable-source-maps', ...extra, ...(profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])]
     // advanced serialisation: Dates and Buffers cross the IPC channel as themselves
     const child = fork(HERE, args, { execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' })
     return new Promise((resolve, reject) => {
@@ -935,7 +944,7 @@ async function listing(server: Child, db: Db, options: { folders: number; perFol
   const base = `/projects/${project.id}/assets`
   const deepPage = Math.max(1, Math.min(500, Math.floor(rows / 100)))
   const kinds: Array<{ label: string; route: (i: number) => string; expectRows: number; expectTotal: number }> = [
-    { label: 'folder page: ?folder=<one of 1,000>&per_page=100', route: (i) => `${base}?folder=${encodeURIComponent(folderName((i * 37) % options.folders))}&per_page=100`, expectRows: Math.min(100, options.perFolder), expectTotal: options.perFolder },
+    { label: `folder page: ?folder=<one of ${options.folders}>&per_page=100`, route: (i) => `${base}?folder=${encodeURIComponent(folderName((i * 37) % options.folders))}&per_page=100`, expectRows: Math.min(100, options.perFolder), expectTotal: options.perFolder },
     { label: 'whole project, page 1: ?recursive=true&per_page=100', route: () => `${base}?recursive=true&per_page=100`, expectRows: Math.min(100, rows), expectTotal: rows },
     { label: `whole project, page ${deepPage}: ?recursive=true&per_page=100&page=${deepPage}`, route: () => `${base}?recursive=true&per_page=100&page=${deepPage}`, expectRows: Math.min(100, rows - (deepPage - 1) * 100), expectTotal: rows },
   ]
@@ -1130,7 +1139,8 @@ async function main() {
       results.hash = await hashing(fx)
     }
 
-    for (const [n, db] of dbs.entries()) {
+    const serverSections = ['ingest', 'proxy', 'zip', 'list'].filter((name) => sections.has(name))
+    for (const [n, db] of (serverSections.length ? dbs : []).entries()) {
       const dataDir = path.join(root, `data-${db}`)
       await mkdir(dataDir, { recursive: true })
       const scratch = db === 'postgresql' ? await scratchPostgres(pgUrl!) : undefined
