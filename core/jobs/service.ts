@@ -11,10 +11,27 @@ export class JobService {
   ) {}
 
   enqueue<P>(type: string, payload: P, options?: EnqueueOptions): Promise<JobRow> {
+    return this.queue.enqueue(type, this.kindOf(type), payload, this.withLimit(type, options))
+  }
+
+  /** many jobs in few statements (a batch of registered files, a project's assets) */
+  enqueueMany(jobs: Array<{ type: string; payload: unknown; options?: EnqueueOptions }>): Promise<JobRow[]> {
+    return this.queue.enqueueMany(jobs.map((j) => ({ type: j.type, kind: this.kindOf(j.type), payload: j.payload, options: this.withLimit(j.type, j.options) })))
+  }
+
+  private definition(type: string) {
     const def = this.definitions.get(type)
     if (!def) throw new MamError('internal', `unknown job type "${type}"`)
-    // an explicit `maxAttempts: undefined` must not hide the definition's limit
-    return this.queue.enqueue(type, def.kind ?? 'generic', payload, { ...options, maxAttempts: options?.maxAttempts ?? def.maxAttempts })
+    return def
+  }
+
+  private kindOf(type: string) {
+    return this.definition(type).kind ?? 'generic'
+  }
+
+  // an explicit `maxAttempts: undefined` must not hide the definition's limit
+  private withLimit(type: string, options?: EnqueueOptions): EnqueueOptions {
+    return { ...options, maxAttempts: options?.maxAttempts ?? this.definition(type).maxAttempts }
   }
 
   get(id: number): Promise<JobRow | null> {

@@ -83,7 +83,7 @@ export function defineAssetJobs(jobs: JobRegistrar) {
       let queued = 0
       for (let offset = 0; ; offset += 500) {
         const page = await ctx.em.find(Asset, where, { populate: ['project'], orderBy: { id: 'asc' }, limit: 500, offset })
-        for (const asset of page) await assets.analyseLater(asset, ctx.payload.userId)
+        await assets.analyseLater(page, ctx.payload.userId)
         queued += page.length
         if (page.length < 500) break
       }

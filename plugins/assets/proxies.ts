@@ -45,23 +45,30 @@ export async function buildProxies(bin: string, asset: Asset, source: string, wo
   const out = (name: string) => path.join(workDir, name)
   const duration = asset.duration ?? 0
   if (asset.type === 'video') {
+    // one decode: the scaled picture is split into the low-res encode, the poster (at 10 %, at
+    // most 10 s in) and the thumbnail strip, all outputs of the same ffmpeg run
+    const posterAt = Math.min(duration * 0.1, 10).toFixed(3)
+    const fps = (duration > 0 ? s.thumbnails / duration : 1).toFixed(6)
+    const graph = [
+      `[0:v:0]scale=-2:'min(${s.height},ih)':flags=bicubic,format=yuv420p,split=3[lowres][p][t]`,
+      `[p]setpts=PTS-STARTPTS,trim=start=${posterAt},format=yuvj420p[poster]`,
+      `[t]setpts=PTS-STARTPTS,fps=${fps},scale=160:-2,tile=${s.thumbnails}x1,format=yuvj420p[thumbnails]`,
+    ].join(';')
     await ffmpeg(
       bin,
       [
         ...input(source),
-        '-map', '0:v:0', '-map', '0:a:0?',
-        '-vf', `scale=-2:'min(${s.height},ih)':flags=bicubic,format=yuv420p`,
+        '-filter_complex', graph,
+        '-map', '[lowres]', '-map', '0:a:0?',
         '-c:v', 'libx264', '-preset', 'veryfast', '-crf', String(s.crf), '-profile:v', 'high',
         '-c:a', 'aac', '-b:a', s.audioBitrate, '-ac', '2',
         ...timecodeArgs(asset),
         '-movflags', '+faststart', out('lowres.mp4'),
+        '-map', '[poster]', '-frames:v', '1', '-q:v', '3', out('poster.jpg'),
+        '-map', '[thumbnails]', '-frames:v', '1', '-q:v', '4', out('thumbnails.jpg'),
       ],
       signal,
     )
-    // the poster is cut from the small proxy: seeking before -i is fast and decodes one frame
-    await ffmpeg(bin, ['-ss', String(Math.min(duration * 0.1, 10)), ...input(out('lowres.mp4')), '-frames:v', '1', '-q:v', '3', out('poster.jpg')], signal)
-    const fps = duration > 0 ? s.thumbnails / duration : 1
-    await ffmpeg(bin, [...input(out('lowres.mp4')), '-vf', `fps=${fps.toFixed(6)},scale=160:-2,tile=${s.thumbnails}x1`, '-frames:v', '1', '-q:v', '4', out('thumbnails.jpg')], signal)
     return { lowres: out('lowres.mp4'), poster: out('poster.jpg'), thumbnails: out('thumbnails.jpg') }
   }
   if (asset.type === 'audio') {

@@ -4,6 +4,7 @@ import type { JobRegistrar } from '../../core/plugin/contract.js'
 import type { MamConfig } from '../../core/config.js'
 import type { MediaTools } from '../../core/media/tools.js'
 import type { JobContext } from '../../core/jobs/types.js'
+import type { JobService } from '../../core/jobs/service.js'
 import { Asset } from './entities.js'
 import type { AssetService } from './service.js'
 import type { ProxyStore } from './proxy-store.js'
@@ -93,13 +94,12 @@ export function defineProxyJobs(jobs: JobRegistrar, encodeConcurrency: number) {
       for (let lastId = 0; ; ) {
         const page = await ctx.em.find(Asset, { ...where, id: { $gt: lastId } }, { populate: ['project'], orderBy: { id: 'asc' }, limit: 500 })
         if (!page.length) break
-        for (const asset of page) {
-          if (ctx.payload.action === 'convert-layout') {
-            if (await store.migrate(asset)) done++
-          } else {
-            await ctx.resolve('jobs').enqueue(`assets.${ctx.payload.action}`, { assetId: asset.id }, { userId: ctx.payload.userId ?? null, projectId: asset.project.id, assetId: asset.id, priority: asset.project.encodingPriority })
-            done++
-          }
+        if (ctx.payload.action === 'convert-layout') {
+          for (const asset of page) if (await store.migrate(asset)) done++
+        } else {
+          const type = `assets.${ctx.payload.action}`
+          await ctx.resolve<JobService>('jobs').enqueueMany(page.map((asset) => ({ type, payload: { assetId: asset.id }, options: { userId: ctx.payload.userId ?? null, projectId: asset.project.id, assetId: asset.id, priority: asset.project.encodingPriority } })))
+          done += page.length
         }
         await ctx.em.flush()
         lastId = page[page.length - 1].id

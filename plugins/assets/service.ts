@@ -12,6 +12,8 @@ import type { Right } from '../identity/access-rights.js'
 import { Asset } from './entities.js'
 import { folderOf } from './files.js'
 
+const REGISTER_BATCH = 250
+
 /** a client path relative to a project, cleaned: `a//b/./c` → `a/b/c` */
 export const cleanRelative = (input: string, param: string) => relativeSegments(input, param).join('/')
 
@@ -48,38 +50,53 @@ export class AssetService {
 
   /**
    * Adds or refreshes the rows for files already in the tree. New files and files whose size or
-   * modification time changed are (re-)analysed; unchanged ones are left alone.
+   * modification time changed are (re-)analysed; unchanged ones are left alone. Every path is
+   * checked before anything is written, so one bad path changes nothing. Rows are written and
+   * their analysis queued per batch (one lookup, one flush, one multi-row job insert), so the cost
+   * per file stays flat and analysis starts while a long list is still being registered.
    */
   async register(em: EntityManager, project: Project, relatives: string[], options: { userId?: number; param?: string } = {}): Promise<Asset[]> {
     const root = this.projects.pathOf(project)
-    const out: Asset[] = []
-    const toAnalyse: Asset[] = []
+    const files: Array<{ relative: string; size: number; mtime: Date; inode: number; device: number }> = []
     for (const [i, raw] of relatives.entries()) {
       const param = relatives.length > 1 ? `${options.param ?? 'paths'}[${i}]` : (options.param ?? 'paths')
       const file = await resolveInside(root, raw, param)
       const info = await stat(file).catch(() => null)
       if (!info) throw notFound('file', raw)
       if (!info.isFile()) throw invalidParam(param, 'is not a file')
-      const relative = path.relative(root, file).split(path.sep).join('/')
-      let asset = await em.findOne(Asset, { project, path: relative })
-      const changed = !asset || asset.size !== info.size || asset.mtime?.getTime() !== Math.floor(info.mtimeMs) || !asset.online
-      if (!asset) {
-        asset = em.create(Asset, { project, path: relative, folder: folderOf(relative), name: path.basename(relative) })
-      }
-      Object.assign(asset, { size: info.size, mtime: new Date(Math.floor(info.mtimeMs)), inode: info.ino, device: info.dev, online: true })
-      if (changed) {
-        asset.analysisState = 'pending'
-        toAnalyse.push(asset)
-      }
-      out.push(asset)
+      files.push({ relative: path.relative(root, file).split(path.sep).join('/'), size: info.size, mtime: new Date(Math.floor(info.mtimeMs)), inode: info.ino, device: info.dev })
     }
-    await em.flush()
-    for (const asset of toAnalyse) await this.analyseLater(asset, options.userId)
+    const out: Asset[] = []
+    for (let i = 0; i < files.length; i += REGISTER_BATCH) {
+      const batch = files.slice(i, i + REGISTER_BATCH)
+      const known = await em.find(Asset, { project, path: { $in: batch.map((f) => f.relative) } })
+      const byPath = new Map(known.map((a) => [a.path, a]))
+      const toAnalyse: Asset[] = []
+      for (const { relative, ...found } of batch) {
+        let asset = byPath.get(relative)
+        const changed = !asset || asset.size !== found.size || asset.mtime?.getTime() !== found.mtime.getTime() || !asset.online
+        if (!asset) {
+          asset = em.create(Asset, { project, path: relative, folder: folderOf(relative), name: path.basename(relative) })
+          byPath.set(relative, asset)
+        }
+        Object.assign(asset, found, { online: true })
+        if (changed) {
+          asset.analysisState = 'pending'
+          toAnalyse.push(asset)
+        }
+        out.push(asset)
+      }
+      await em.flush()
+      await this.analyseLater(toAnalyse, options.userId)
+    }
     return out
   }
 
-  analyseLater(asset: Asset, userId?: number) {
-    return this.jobs.enqueue('assets.analyse', { assetId: asset.id }, { userId: userId ?? null, projectId: asset.project.id, assetId: asset.id, priority: asset.project.encodingPriority })
+  /** queues an analysis job per asset, in one statement */
+  analyseLater(assets: Asset[], userId?: number) {
+    return this.jobs.enqueueMany(
+      assets.map((a) => ({ type: 'assets.analyse', payload: { assetId: a.id }, options: { userId: userId ?? null, projectId: a.project.id, assetId: a.id, priority: a.project.encodingPriority } })),
+    )
   }
 
   serialize(a: Asset) {

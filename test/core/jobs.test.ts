@@ -137,6 +137,26 @@ onEachDatabase(
       t.match(done, { state: 'finished', result: { sha256: createHash('sha256').update(content).digest('hex'), thread: true } }, 'the right hash, from a worker thread')
     })
 
+
+    await t.test('enqueueMany: a thousand jobs in a few statements, each run exactly once', async (t) => {
+      const file = path.join(s.dataDir, 'many.log')
+      await writeFile(file, '')
+      const rows = await s.runtime.jobs.enqueueMany(Array.from({ length: 1100 }, (_, i) => ({ type: JOB_TYPE('append'), payload: { file }, options: { userId: s.user.id, priority: i % 3 } })))
+      t.equal(rows.length, 1100, 'a row per job')
+      t.equal(new Set(rows.map((r) => r.id)).size, 1100, 'distinct ids')
+      t.match(rows[0], { type: JOB_TYPE('append'), state: 'queued', kind: 'generic', user_id: s.user.id, attempts: 0, payload: { file } })
+      t.same([...new Set(rows.map((r) => r.priority))].sort(), [0, 1, 2], 'options per job')
+      const ran = await waitFor('all 1100 jobs', async () => {
+        const l = await lines(file)
+        return l.length >= 1100 && l
+      }, 120_000)
+      const ids = ran.map((l) => Number(l.split(' ')[0]))
+      t.equal(new Set(ids).size, 1100, 'every job ran once')
+      t.same(new Set(ids), new Set(rows.map((r) => r.id)), 'the enqueued jobs ran')
+      const [{ n }] = await s.runtime.db.knex('jobs').where({ type: JOB_TYPE('append') }).whereNot('state', 'finished').count({ n: '*' })
+      t.equal(Number(n), 0, 'all finished')
+      t.same(await s.runtime.jobs.enqueueMany([]), [], 'nothing to enqueue is no statement')
+    })
     if (s.db === 'postgresql') {
       await t.test('the NOTIFY listener comes back after its connection dies', async (t) => {
         const knex = s.runtime.db.knex
