@@ -31,12 +31,12 @@ function executable(file: string): boolean {
   }
 }
 
-function candidates(name: MediaToolName, env: NodeJS.ProcessEnv): Array<[MediaTool['source'], string]> {
+function candidates(name: MediaToolName, env: NodeJS.ProcessEnv, packages: Partial<Record<MediaToolName, string>>): Array<[MediaTool['source'], string]> {
   const out: Array<[MediaTool['source'], string]> = []
   if (env[ENV[name]]) out.push(['env', env[ENV[name]]!])
   for (const dir of (env.PATH ?? '').split(path.delimiter).filter(Boolean)) out.push(['path', path.join(dir, name)])
   try {
-    out.push(['package', (requireModule(PACKAGE[name]) as { path: string }).path])
+    if (packages[name]) out.push(['package', (requireModule(packages[name]) as { path: string }).path])
   } catch {
     // optional dependency not installed on this platform
   }
@@ -52,7 +52,11 @@ export class MediaTools {
   private readonly found = new Map<MediaToolName, MediaTool | null>()
   private detecting?: Promise<this>
 
-  constructor(private readonly env: NodeJS.ProcessEnv = process.env) {}
+  constructor(
+    private readonly env: NodeJS.ProcessEnv = process.env,
+    /** npm packages that ship the binaries (optional dependencies of mamkit) */
+    private readonly packages: Partial<Record<MediaToolName, string>> = PACKAGE,
+  ) {}
 
   /** looks the tools up once (two short process starts), on first use rather than at boot */
   ready(): Promise<this> {
@@ -68,7 +72,7 @@ export class MediaTools {
   }
 
   private async locate(name: MediaToolName): Promise<MediaTool | null> {
-    for (const [source, file] of candidates(name, this.env)) {
+    for (const [source, file] of candidates(name, this.env, this.packages)) {
       if (!executable(file)) continue
       try {
         const { stdout } = await run(file, ['-hide_banner', '-version'], { timeout: 10_000 })

@@ -37,11 +37,12 @@ export function defineProxyJobs(jobs: JobRegistrar, encodeConcurrency: number) {
     async handler(ctx) {
       const asset = await loadAsset(ctx)
       if (!asset || asset.analysisState !== 'ready') return { skipped: true }
-      const ffmpeg = await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
       const store = ctx.resolve<ProxyStore>('proxyStore')
       asset.proxyState = 'processing'
       await ctx.em.flush()
       try {
+        // stills need sharp only; a missing ffmpeg fails a media proxy with its reason instead of leaving it pending
+        const ffmpeg = asset.type === 'image' ? '' : await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
         const stored = await withWorkDir(ctx, async (dir) => {
           const plain = await buildProxies(ffmpeg, asset, ctx.resolve<AssetService>('assets').fileOf(asset), dir, settingsOf(ctx.resolve('config')), ctx.signal)
           return store.store(asset, plain)

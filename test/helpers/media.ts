@@ -7,6 +7,7 @@ import { promisify } from 'node:util'
 import { inflateRawSync } from 'node:zlib'
 import sharp from 'sharp'
 import type { Reply, TestServer } from './server.js'
+import { MediaTools } from '../../core/media/tools.js'
 
 /**
  * Media for tests, generated on the spot with ffmpeg and sharp (no binary fixtures), and the
@@ -14,8 +15,9 @@ import type { Reply, TestServer } from './server.js'
  */
 
 const run = promisify(execFile)
-const FFMPEG = process.env.MAMKIT_FFMPEG ?? 'ffmpeg'
-const FFPROBE = process.env.MAMKIT_FFPROBE ?? 'ffprobe'
+// the server's own lookup (MAMKIT_FFMPEG/MAMKIT_FFPROBE, PATH, npm packages): `npm ci` is enough for the tests too
+let tools: Promise<MediaTools> | undefined
+const tool = async (name: 'ffmpeg' | 'ffprobe') => (await (tools ??= new MediaTools().ready())).get(name)?.path ?? name
 
 export interface VideoOptions {
   seconds?: number
@@ -31,7 +33,7 @@ export interface VideoOptions {
 }
 
 async function ffmpeg(args: string[]): Promise<void> {
-  await run(FFMPEG, ['-hide_banner', '-nostdin', '-v', 'error', '-y', ...args], { timeout: 120_000 })
+  await run(await tool('ffmpeg'), ['-hide_banner', '-nostdin', '-v', 'error', '-y', ...args], { timeout: 120_000 })
 }
 
 /** a test-pattern clip with a sine tone and a start timecode (container from the extension: .mov, .mp4 …) */
@@ -80,7 +82,7 @@ export async function makeStill(file: string, o: { width?: number; height?: numb
 
 /** ffprobe's JSON (format and streams) of a file */
 export async function probe(file: string): Promise<{ format: any; streams: any[] }> {
-  const { stdout } = await run(FFPROBE, ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', file], { timeout: 60_000, maxBuffer: 16 << 20 })
+  const { stdout } = await run(await tool('ffprobe'), ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', file], { timeout: 60_000, maxBuffer: 16 << 20 })
   return JSON.parse(stdout)
 }
 
