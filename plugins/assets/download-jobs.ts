@@ -1,16 +1,58 @@
-import { rm } from 'node:fs/promises'
+import { rm, stat } from 'node:fs/promises'
 import path from 'node:path'
 import type { JobRegistrar } from '../../core/plugin/contract.js'
 import type { MamConfig } from '../../core/config.js'
 import type { MediaTools } from '../../core/media/tools.js'
-import { AssetState, PACKAGE_TTL_MS, decryptToFile, writeZip } from './downloads.js'
+import type { JobContext } from '../../core/jobs/types.js'
+import { AssetState, PACKAGE_TTL_MS } from './downloads.js'
+import type { Asset } from './entities.js'
 import type { AssetService } from './service.js'
 import type { ProxyStore } from './proxy-store.js'
+import { plainSize } from './proxy-crypto.js'
+import { lowresKind } from './proxy-routes.js'
 import { buildEditingProxy } from './proxies.js'
 import { settingsOf } from './proxy-jobs.js'
+import { HASH_WORKER } from './hash-jobs.js'
+import type { HashResult } from './workers/hash.js'
+import { zipLayout } from './zip-stream.js'
 
-const downloadsDir = (config: MamConfig) => path.join(config.dataDir, 'downloads')
 const CLEANUP_EVERY_MS = 3600_000
+/** expired states answer 410 for a week, then their rows go */
+const KEEP_EXPIRED_MS = 7 * 86_400_000
+
+const permanent = (message: string) => Object.assign(new Error(message), { permanent: true })
+
+/** the original's CRC-32 for the zip: the stored one while the file is unchanged, else one read pass in a worker */
+async function packageOriginal(ctx: JobContext, asset: Asset, state: AssetState): Promise<number> {
+  const file = ctx.resolve<AssetService>('assets').fileOf(asset)
+  const info = await stat(file).catch(() => null)
+  if (!info?.isFile()) throw permanent(`the original of asset ${asset.id} is offline (${asset.path})`)
+  const mtime = new Date(Math.floor(info.mtimeMs))
+  const unchanged = asset.size === info.size && asset.mtime?.getTime() === mtime.getTime()
+  let crc32 = unchanged ? asset.crc32 : null
+  if (!crc32) {
+    crc32 = (await ctx.runWorker<HashResult>(HASH_WORKER, { file, sha256: false })).crc32
+    // the row describes this content: keep the CRC for the next download (rehash would write the same)
+    if (unchanged) Object.assign(asset, { crc32, hashedAt: new Date() })
+  }
+  Object.assign(state, { crc32, sourceSize: info.size, sourceMtime: mtime })
+  return zipLayout([{ name: asset.name, file, size: info.size, crc32: parseInt(crc32, 16), mtime }]).size
+}
+
+/** the editing proxy, built on demand (ProRes is large, so only for assets someone asks for) */
+async function ensureEditingProxy(ctx: JobContext, asset: Asset): Promise<void> {
+  if (asset.proxies.editing) return
+  const config = ctx.resolve<MamConfig>('config')
+  const ffmpeg = await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
+  const scratch = path.join(config.dataDir, 'tmp', `job-${ctx.id}-${ctx.attempt}.mov`)
+  try {
+    await buildEditingProxy(ffmpeg, asset, ctx.resolve<AssetService>('assets').fileOf(asset), scratch, settingsOf(config), ctx.signal)
+    asset.proxies = { ...asset.proxies, ...(await ctx.resolve<ProxyStore>('proxyStore').store(asset, { editing: scratch })) }
+    await ctx.em.flush()
+  } finally {
+    await rm(scratch, { force: true })
+  }
+}
 
 export function defineDownloadJobs(jobs: JobRegistrar) {
   jobs.define<{ stateId: number }>('assets.package', {
@@ -19,55 +61,29 @@ export function defineDownloadJobs(jobs: JobRegistrar) {
     async handler(ctx) {
       const state = await ctx.em.findOne(AssetState, ctx.payload.stateId, { populate: ['asset', 'asset.project'] })
       if (!state) return { skipped: true }
-      const config = ctx.resolve<MamConfig>('config')
-      const store = ctx.resolve<ProxyStore>('proxyStore')
       const asset = state.asset
-      let file: string
-      let size: number
-      if (state.kind === 'highres') {
-        file = `${state.id}.zip`
-        size = await writeZip(path.join(downloadsDir(config), file), [{ file: ctx.resolve<AssetService>('assets').fileOf(asset), name: asset.name }])
-      } else {
-        if (state.kind === 'editing_proxy' && !asset.proxies.editing) {
-          // built on demand: ProRes is large, so it is only made for assets someone asks for
-          const ffmpeg = await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
-          const scratch = path.join(config.dataDir, 'tmp', `job-${ctx.id}-${ctx.attempt}.mov`)
-          try {
-            await buildEditingProxy(ffmpeg, asset, ctx.resolve<AssetService>('assets').fileOf(asset), scratch, settingsOf(config), ctx.signal)
-            asset.proxies = { ...asset.proxies, ...(await store.store(asset, { editing: scratch })) }
-            await ctx.em.flush()
-          } finally {
-            await rm(scratch, { force: true })
-          }
-        }
-        const kind = state.kind === 'editing_proxy' ? 'editing' : asset.type === 'audio' ? 'audio' : asset.type === 'image' ? 'image' : 'lowres'
-        const source = store.fileOf(asset, kind)
-        if (!source) throw Object.assign(new Error(`asset ${asset.id} has no ${kind} proxy yet`), { permanent: true })
-        file = `${state.id}${path.extname(source.replace(/\.enc$/, ''))}`
-        size = await decryptToFile(store.keyOf(asset), source, path.join(downloadsDir(config), file))
+      if (state.kind === 'highres') state.size = await packageOriginal(ctx, asset, state)
+      else {
+        if (state.kind === 'editing_proxy') await ensureEditingProxy(ctx, asset)
+        const kind = state.kind === 'editing_proxy' ? 'editing' : lowresKind(asset)
+        const source = ctx.resolve<ProxyStore>('proxyStore').fileOf(asset, kind)
+        if (!source) throw permanent(`asset ${asset.id} has no ${kind} proxy yet`)
+        state.size = await plainSize(source)
       }
-      state.file = file
-      state.size = size
       state.expiresAt = new Date(Date.now() + PACKAGE_TTL_MS)
       await ctx.em.flush()
-      return { size }
+      return { size: state.size }
     },
   })
 
-  // removes expired packages, then schedules its next run
+  // removes states a week after they expired, then schedules its next run
   jobs.define('assets.expire-downloads', {
     kind: 'generic',
     concurrency: 1,
     async handler(ctx) {
-      const config = ctx.resolve<MamConfig>('config')
-      const expired = await ctx.em.find(AssetState, { expiresAt: { $lte: new Date() }, purged: false }, { limit: 10_000 })
-      for (const s of expired) {
-        if (s.file) await rm(path.join(downloadsDir(config), s.file), { force: true })
-        s.purged = true
-      }
-      await ctx.em.flush()
+      const removed = await ctx.em.nativeDelete(AssetState, { expiresAt: { $lte: new Date(Date.now() - KEEP_EXPIRED_MS) } })
       await ctx.resolve('jobs').enqueue('assets.expire-downloads', {}, { runAt: new Date(Date.now() + CLEANUP_EVERY_MS) })
-      return { purged: expired.length }
+      return { removed }
     },
   })
 }

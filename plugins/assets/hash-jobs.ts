@@ -1,9 +1,9 @@
 import type { JobRegistrar } from '../../core/plugin/contract.js'
 import { Asset } from './entities.js'
 import type { AssetService } from './service.js'
-import type { HashTask } from './workers/hash.js'
+import type { HashResult, HashTask } from './workers/hash.js'
 
-const HASH_WORKER = new URL('./workers/hash.js', import.meta.url)
+export const HASH_WORKER = new URL('./workers/hash.js', import.meta.url)
 
 export function defineHashJobs(jobs: JobRegistrar) {
   /** hashes a project's files, a few at a time in the piscina pool (one file per task) */
@@ -23,7 +23,7 @@ export function defineHashJobs(jobs: JobRegistrar) {
         await Promise.all(
           page.map(async (asset) => {
             try {
-              const r = await ctx.runWorker<{ crc32: string; sha256: string | null; bytes: number }>(HASH_WORKER, { file: assets.fileOf(asset), sha256: ctx.payload.sha256 } satisfies HashTask)
+              const r = await ctx.runWorker<HashResult>(HASH_WORKER, { file: assets.fileOf(asset), sha256: ctx.payload.sha256 } satisfies HashTask)
               asset.crc32 = r.crc32
               if (r.sha256) asset.sha256 = r.sha256
               asset.hashedAt = new Date()

@@ -59,4 +59,16 @@ export const migrations: Migration[] = [
       })
     },
   },
+  {
+    // packages are no longer copied into <dataDir>/downloads (`file`, `purged` stay unused): a highres
+    // zip is laid out at download time from the original and the CRC-32 recorded here
+    name: '0003-asset-state-source',
+    async up(knex) {
+      await knex.schema.alterTable('asset_states', (t) => {
+        t.string('crc32', 8)
+        t.bigInteger('source_size')
+        t.timestamp('source_mtime', { useTz: true })
+      })
+    },
+  },
 ]

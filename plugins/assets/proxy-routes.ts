@@ -49,13 +49,6 @@ export function registerProxyRoutes({ routes }: RegisterApi) {
     ctx.body = ctx.resolve<ProxyStore>('proxyStore').keyOf(asset)
   })
 
-  routes.get('/assets/:id/download_lowres', { access: 'authenticated', params: IdParams, input: Type.Object({ inline: Type.Optional(Type.Boolean()) }, { additionalProperties: false }), summary: 'the low-res proxy (MP4 for video), with HTTP Range' }, async (ctx) => {
-    const { asset } = await assets(ctx).readable(ctx, ctx.params.id)
-    const kind = lowresKind(asset)
-    const ext = { lowres: 'mp4', audio: 'm4a', image: 'webp' }[kind]
-    await sendProxy(ctx, asset, kind, ctx.input.inline ? undefined : `${asset.name.replace(/\.[^.]*$/, '')}_lowres.${ext}`)
-  })
-
   routes.get('/assets/:id/proxies/:kind', { access: 'authenticated', params: KindParams, summary: 'a proxy file: lowres, audio, image, poster, thumbnails, waveform, burnin, editing' }, async (ctx) => {
     const { asset } = await assets(ctx).readable(ctx, ctx.params.id)
     await sendProxy(ctx, asset, ctx.params.kind)

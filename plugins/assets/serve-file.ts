@@ -23,12 +23,21 @@ export function parseRange(header: string | undefined, size: number): [number, n
   return [start, end]
 }
 
+export interface Body {
+  size: number
+  type: string
+  /** attachment file name; inline when absent */
+  filename?: string
+  /** bytes start..end, inclusive */
+  open(start: number, end: number): Readable | Promise<Readable>
+}
+
 /**
- * Answers with a file (plain, or an encrypted proxy decrypted on the fly) honouring HTTP Range:
- * exact Content-Length, 206 with Content-Range for a range, 416 for an unsatisfiable one.
+ * Answers with a body of known size honouring HTTP Range: exact Content-Length, 206 with
+ * Content-Range for a range, 416 for an unsatisfiable one. Only the requested bytes are read.
  */
-export async function sendFile(ctx: MamContext, file: { path: string; key?: Buffer; type: string; filename?: string }) {
-  const size = file.key ? await plainSize(file.path) : (await stat(file.path)).size
+export async function sendBody(ctx: MamContext, body: Body) {
+  const { size } = body
   const range = parseRange(ctx.get('range') || undefined, size)
   if (range === 'invalid') {
     ctx.set('Content-Range', `bytes */${size}`)
@@ -36,17 +45,23 @@ export async function sendFile(ctx: MamContext, file: { path: string; key?: Buff
   }
   const [start, end] = range ?? [0, size - 1]
   ctx.set('Accept-Ranges', 'bytes')
-  ctx.type = file.type
-  if (file.filename) ctx.attachment(file.filename)
+  ctx.type = body.type
+  if (body.filename) ctx.attachment(body.filename)
   if (range) {
     ctx.status = 206
     ctx.set('Content-Range', `bytes ${start}-${end}/${size}`)
   }
   ctx.length = size === 0 ? 0 : end - start + 1
-  if (size === 0) {
-    ctx.body = ''
-    return
-  }
-  const body: Readable = file.key ? await decryptRange(file.key, file.path, start, end) : createReadStream(file.path, { start, end, highWaterMark: 1 << 20 })
-  ctx.body = body
+  ctx.body = size === 0 ? '' : await body.open(start, end)
+}
+
+/** a file (plain, or an encrypted proxy decrypted on the fly) with Range */
+export async function sendFile(ctx: MamContext, file: { path: string; key?: Buffer; type: string; filename?: string }) {
+  const { key, path } = file
+  await sendBody(ctx, {
+    size: key ? await plainSize(path) : (await stat(path)).size,
+    type: file.type,
+    filename: file.filename,
+    open: (start, end) => (key ? decryptRange(key, path, start, end) : createReadStream(path, { start, end, highWaterMark: 1 << 20 })),
+  })
 }

@@ -79,11 +79,13 @@ export class AssetService {
           asset = em.create(Asset, { project, path: relative, folder: folderOf(relative), name: path.basename(relative) })
           byPath.set(relative, asset)
         }
-        Object.assign(asset, found, { online: true })
         if (changed) {
+          // hashes describe content: a changed file must not keep the old ones (zips, dedup)
+          if (asset.size !== found.size || asset.mtime?.getTime() !== found.mtime.getTime()) Object.assign(asset, { crc32: null, sha256: null, hashedAt: null })
           asset.analysisState = 'pending'
           toAnalyse.push(asset)
         }
+        Object.assign(asset, found, { online: true })
         out.push(asset)
       }
       await em.flush()

@@ -7,11 +7,17 @@ export interface HashTask {
   sha256: boolean
 }
 
+export interface HashResult {
+  crc32: string
+  sha256: string | null
+  bytes: number
+}
+
 /**
  * Runs in a piscina worker thread: one read pass with 1 MiB chunks feeds CRC-32 (native zlib) and,
  * on request, SHA-256. Gets a path, never file contents (PERFORMANCE.md).
  */
-export default async function hash(task: HashTask): Promise<{ crc32: string; sha256: string | null; bytes: number }> {
+export default async function hash(task: HashTask): Promise<HashResult> {
   let crc = 0
   let bytes = 0
   const sha = task.sha256 ? createHash('sha256') : null

@@ -1,15 +1,19 @@
-import { readFile, writeFile } from 'node:fs/promises'
+import { execFile } from 'node:child_process'
+import { appendFile, readFile, writeFile } from 'node:fs/promises'
+import { promisify } from 'node:util'
 import path from 'node:path'
 import { crc32 } from 'node:zlib'
 import t from 'tap'
 import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
-import { decryptProxy, makeStill, makeVideo, probe, readZip, timecodeOf, upload, waitForAsset, waitForJobEnd, idsByName } from '../../helpers/media.js'
+import { decryptProxy, filesBelow, makeStill, makeVideo, probe, readZip, timecodeOf, upload, waitForAsset, waitForJobEnd, idsByName } from '../../helpers/media.js'
 import { createProject, readerAndStranger, row } from '../projects/fixtures.js'
 
 /**
  * Once per database: prepared downloads (AssetState → /asset_status → download with state_id),
  * the highres zip, the ProRes editing proxy checked with ffprobe, and every refused state id.
  */
+
+const run = promisify(execFile)
 
 const prepare = (s: TestServer, token: string | undefined, id: number, kind: string, json?: unknown) => s.request('PUT', `/assets/${id}/prepare_download_${kind}`, { token, json })
 
@@ -72,9 +76,21 @@ onEachDatabase(t, 'downloads: highres zip, editing proxy, lowres package; foreig
   const head = await s.request('GET', `/assets/${videoId}/download_highres`, { token: s.user.token, query: { state_id: String(state.id) }, headers: { range: 'bytes=0-3' } })
   t.equal(head.status, 206)
   t.same([...head.buffer], [0x50, 0x4b, 0x03, 0x04], 'Range on the package')
+  const across = await s.request('GET', `/assets/${videoId}/download_highres`, { token: s.user.token, query: { state_id: String(state.id) }, headers: { range: 'bytes=20-99' } })
+  t.equal(across.status, 206)
+  t.ok(across.buffer.equals(zip.buffer.subarray(20, 100)), 'a range across the header and the file data')
+  const tail = await s.request('GET', `/assets/${videoId}/download_highres`, { token: s.user.token, query: { state_id: String(state.id) }, headers: { range: 'bytes=-30' } })
+  t.ok(tail.buffer.equals(zip.buffer.subarray(-30)), 'a suffix range from the central directory')
+  const zipFile = path.join(gen, 'clip.zip')
+  await writeFile(zipFile, zip.buffer)
+  const checked = await run('python3', ['-c', 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); print(z.testzip() or "ok", z.namelist())', zipFile])
+  t.match(checked.stdout, /^ok \['clip.mov'\]/, "Python's zipfile reads it and the CRC checks out")
   const shown = await row(s, 'asset_states', { id: state.id })
   t.ok(shown.expires_at, 'a finished package expires')
   t.equal(Number(shown.size), zip.buffer.length)
+  t.equal(shown.crc32, crc32(original).toString(16).padStart(8, '0'), 'the CRC-32 of the original is recorded')
+  t.equal((await row(s, 'assets', { id: videoId })).crc32, shown.crc32, 'and kept on the asset for the next download')
+  t.same(await filesBelow(path.join(s.dataDir, 'downloads')), [], 'no copy of the original was written')
 
   // a reader prepares their own; nobody else (but an administrator) may use it
   const theirs = await prepare(s, reader.token, stillId, 'highres')
@@ -116,13 +132,26 @@ onEachDatabase(t, 'downloads: highres zip, editing proxy, lowres package; foreig
   assertProblem(t, expired, 410, ['state_id'])
   t.match(expired.body.detail, /expired/)
 
-  // lowres as a prepared file: the decrypted proxy
+  // lowres: prepared, then downloaded with its state id (optional for download_lowres)
   const lowState = await prepare(s, reader.token, videoId, 'lowres')
   t.equal(lowState.status, 202)
   t.match(lowState.body.assetstate, { kind: 'lowres', user_id: reader.id })
   t.equal((await waitForJobEnd(s, reader.token, lowState.body.assetstate.job_id, '/asset_status')).state, 'finished')
-  const packaged = await readFile(path.join(s.dataDir, 'downloads', (await row(s, 'asset_states', { id: lowState.body.assetstate.id })).file))
-  t.ok(packaged.equals((await s.request('GET', `/assets/${videoId}/download_lowres`, { token: reader.token })).buffer))
+  const direct = await s.request('GET', `/assets/${videoId}/download_lowres`, { token: reader.token })
+  const viaState = await s.request('GET', `/assets/${videoId}/download_lowres`, { token: reader.token, query: { state_id: String(lowState.body.assetstate.id) } })
+  t.equal(viaState.status, 200)
+  t.ok(viaState.buffer.equals(direct.buffer), 'the prepared low-res is the proxy')
+  t.equal(Number((await row(s, 'asset_states', { id: lowState.body.assetstate.id })).size), direct.buffer.length, 'its size recorded')
+  assertProblem(t, await s.request('GET', `/assets/${videoId}/download_lowres`, { token: s.user.token, query: { state_id: String(lowState.body.assetstate.id) } }), 404, ['state_id'])
+  assertProblem(t, await s.request('GET', `/assets/${videoId}/download_lowres`, { token: reader.token, query: { state_id: String(state.id) } }), 404, ['state_id'])
+
+  // the original changes after a highres download was prepared: the state is outdated, never a corrupt zip
+  const fresh = await prepare(s, s.user.token, stillId, 'highres')
+  await waitForJobEnd(s, s.user.token, fresh.body.assetstate.job_id, '/asset_status')
+  await appendFile(path.join(p.path, 'Shoot', 'still.jpg'), 'x')
+  const outdated = await get('highres', stillId, String(fresh.body.assetstate.id))
+  assertProblem(t, outdated, 409, ['state_id'])
+  t.match(outdated.body.detail, /changed or went offline/)
 
   // the editing proxy: ProRes Proxy .mov keeping clip name, frame rate and start timecode, built on demand
   const editState = await prepare(s, s.user.token, videoId, 'editing_proxy')
