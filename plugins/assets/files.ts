@@ -1,6 +1,7 @@
 import { copyFile, lstat, mkdir, readdir, rename, rm } from 'node:fs/promises'
 import path from 'node:path'
 import { raw } from '@mikro-orm/core'
+import type { Knex } from '../../core/db/orm.js'
 
 export const isHidden = (name: string) => name.startsWith('.')
 
@@ -18,6 +19,13 @@ export const folderOf = (relative: string) => {
 export const below = (column: 'path' | 'folder', prefix: string) => ({
   [raw((alias: string) => `substr(${alias}.${column}, 1, ${[...prefix].length + 1}) = ?`, [`${prefix}/`])]: [],
 })
+
+/** `folder`, and with `recursive` everything below it, as a knex condition (the same `substr` test as `below`) */
+export function inFolder(q: Knex.QueryBuilder, folder: string, recursive: boolean): Knex.QueryBuilder {
+  if (!recursive) return q.where('folder', folder)
+  if (!folder) return q
+  return q.where((w) => w.where('folder', folder).orWhereRaw('substr(folder, 1, ?) = ?', [[...folder].length + 1, `${folder}/`]))
+}
 
 /** `clip.mov` → `clip (2).mov` … the first name not taken in `dir` */
 export async function freeName(dir: string, name: string, taken: Set<string> = new Set()): Promise<string> {

@@ -3,7 +3,6 @@ import path from 'node:path'
 import type { EntityManager } from '../../core/db/orm.js'
 import type { MamContext } from '../../core/http/context.js'
 import type { JobService } from '../../core/jobs/service.js'
-import { iso } from '../../core/db/entity.js'
 import { relativeSegments, resolveInside } from '../../core/storage/paths.js'
 import { invalidParam, notFound } from '../../core/errors.js'
 import type { Project } from '../projects/entities.js'
@@ -11,6 +10,7 @@ import type { ProjectService } from '../projects/service.js'
 import type { Right } from '../identity/access-rights.js'
 import { Asset } from './entities.js'
 import { folderOf } from './files.js'
+import { serializeAsset } from './asset-json.js'
 
 const REGISTER_BATCH = 250
 
@@ -102,36 +102,6 @@ export class AssetService {
   }
 
   serialize(a: Asset) {
-    const meta = a.metadata as Record<string, any>
-    return {
-      id: a.id,
-      uuid: a.uuid,
-      name: a.name,
-      type: a.type,
-      project_id: a.project.id,
-      project_name: a.project.name,
-      path: a.path,
-      folder: a.folder,
-      size: a.size,
-      duration: a.duration,
-      online: a.online,
-      file_names: [a.name],
-      clip_names: [meta.clip_name ?? a.name],
-      metadata: a.metadata,
-      analysis_state: a.analysisState,
-      proxy_state: a.proxyState,
-      proxy: { state: a.proxyState, version: a.proxyVersion, kinds: Object.keys(a.proxies) },
-      video: a.type === 'video',
-      audio: a.type === 'audio' || (a.type === 'video' && meta.audio_channels > 0),
-      image: a.type === 'image',
-      descriptions: a.description ? [a.description] : [],
-      description: a.description,
-      crc32: a.crc32,
-      sha256: a.sha256,
-      archive_strategy_id: null,
-      modified_at: iso(a.mtime),
-      created_at: iso(a.createdAt),
-      updated_at: iso(a.updatedAt),
-    }
+    return serializeAsset(a)
   }
 }

@@ -1,0 +1,77 @@
+import { iso } from '../../core/db/entity.js'
+import type { Asset } from './entities.js'
+
+/** What an asset's JSON is made of: an entity, or a row read without the ORM (listings). */
+export type AssetView = Pick<
+  Asset,
+  'id' | 'uuid' | 'name' | 'type' | 'path' | 'folder' | 'size' | 'duration' | 'online' | 'metadata' | 'analysisState' | 'proxyState' | 'proxyVersion' | 'proxies' | 'description' | 'crc32' | 'sha256' | 'mtime' | 'createdAt' | 'updatedAt'
+> & { project: { id: number; name: string } }
+
+/** the columns `viewOfRow` reads */
+export const ASSET_COLUMNS = ['id', 'uuid', 'name', 'type', 'path', 'folder', 'size', 'duration', 'online', 'metadata', 'analysis_state', 'proxy_state', 'proxy_version', 'proxies', 'description', 'crc32', 'sha256', 'mtime', 'created_at', 'updated_at']
+
+// drivers differ: SQLite gives JSON as text, booleans as 0/1 and dates as numbers; PostgreSQL gives bigints as strings
+const json = (v: unknown) => (typeof v === 'string' ? JSON.parse(v) : (v ?? {}))
+const date = (v: unknown) => (v === null || v === undefined ? null : v instanceof Date ? v : new Date(typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : (v as string | number)))
+const number = (v: unknown) => (v === null || v === undefined ? null : Number(v))
+
+/** a row of `assets` (ASSET_COLUMNS) as the fields of an asset, for listings that skip entity hydration */
+export function viewOfRow(r: Record<string, any>, project: { id: number; name: string }): AssetView {
+  return {
+    id: Number(r.id),
+    uuid: r.uuid,
+    name: r.name,
+    type: r.type,
+    project,
+    path: r.path,
+    folder: r.folder,
+    size: Number(r.size),
+    duration: number(r.duration),
+    online: Boolean(r.online),
+    metadata: json(r.metadata),
+    analysisState: r.analysis_state,
+    proxyState: r.proxy_state,
+    proxyVersion: Number(r.proxy_version),
+    proxies: json(r.proxies),
+    description: r.description,
+    crc32: r.crc32,
+    sha256: r.sha256,
+    mtime: date(r.mtime),
+    createdAt: date(r.created_at)!,
+    updatedAt: date(r.updated_at)!,
+  }
+}
+
+export function serializeAsset(a: AssetView) {
+  const meta = a.metadata as Record<string, any>
+  return {
+    id: a.id,
+    uuid: a.uuid,
+    name: a.name,
+    type: a.type,
+    project_id: a.project.id,
+    project_name: a.project.name,
+    path: a.path,
+    folder: a.folder,
+    size: a.size,
+    duration: a.duration,
+    online: a.online,
+    file_names: [a.name],
+    clip_names: [meta.clip_name ?? a.name],
+    metadata: a.metadata,
+    analysis_state: a.analysisState,
+    proxy_state: a.proxyState,
+    proxy: { state: a.proxyState, version: a.proxyVersion, kinds: Object.keys(a.proxies) },
+    video: a.type === 'video',
+    audio: a.type === 'audio' || (a.type === 'video' && meta.audio_channels > 0),
+    image: a.type === 'image',
+    descriptions: a.description ? [a.description] : [],
+    description: a.description,
+    crc32: a.crc32,
+    sha256: a.sha256,
+    archive_strategy_id: null,
+    modified_at: iso(a.mtime),
+    created_at: iso(a.createdAt),
+    updated_at: iso(a.updatedAt),
+  }
+}
