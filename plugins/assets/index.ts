@@ -16,6 +16,8 @@ import { registerDownloadRoutes } from './download-routes.js'
 import { defineHashJobs } from './hash-jobs.js'
 import { registerReportRoutes } from './report-routes.js'
 import { registerAssetAccessRoutes } from './access-routes.js'
+import { AssetShareSchema } from './shares.js'
+import { registerShareRoutes } from './share-routes.js'
 import type { JobService } from '../../core/jobs/service.js'
 import type { Knex } from '../../core/db/orm.js'
 
@@ -29,7 +31,7 @@ export const assetsPlugin = definePlugin({
   version: '0.1.0',
   description: 'Files of projects as assets: ingest, technical metadata, encrypted proxies, listing',
   dependsOn: ['projects'],
-  entities: [AssetSchema, AssetStateSchema],
+  entities: [AssetSchema, AssetStateSchema, AssetShareSchema],
   migrations,
   register(api) {
     api.provide('assets', asFunction((c: any) => new AssetService(c.projects, c.jobs)).singleton())
@@ -40,6 +42,7 @@ export const assetsPlugin = definePlugin({
     registerDownloadRoutes(api)
     registerReportRoutes(api)
     registerAssetAccessRoutes(api)
+    registerShareRoutes(api)
     defineAssetJobs(api.jobs)
     defineDownloadJobs(api.jobs)
     defineHashJobs(api.jobs)

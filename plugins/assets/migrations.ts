@@ -71,4 +71,25 @@ export const migrations: Migration[] = [
       })
     },
   },
+  {
+    name: '0004-asset-shares',
+    async up(knex) {
+      await knex.schema.createTable('asset_shares', (t) => {
+        t.increments('id')
+        t.integer('asset_id').notNullable().references('assets.id').onDelete('CASCADE')
+        t.integer('shared_by_id').notNullable().references('users.id').onDelete('CASCADE')
+        t.string('email', 254).notNullable()
+        t.text('message')
+        // SHA-256 hex of the link's token; the token itself is only in the mail
+        t.string('token_hash', 64).notNullable().unique()
+        t.timestamp('expires_at', { useTz: true }).notNullable()
+        t.timestamp('revoked_at', { useTz: true })
+        t.integer('access_count').notNullable().defaultTo(0)
+        t.timestamp('last_accessed_at', { useTz: true })
+        timestamps(t)
+        // GET /assets/:id/shares lists by asset, newest first
+        t.index(['asset_id', 'created_at'])
+      })
+    },
+  },
 ]
