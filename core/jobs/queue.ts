@@ -60,6 +60,12 @@ export class JobQueue {
     return out
   }
 
+  /** queued jobs of these projects take a new priority (encoding_priority changed); running ones keep theirs */
+  async reprioritise(projectIds: number[], priority: number): Promise<number> {
+    if (!projectIds.length) return 0
+    return this.knex(JOBS_TABLE).whereIn('project_id', projectIds).where({ state: 'queued' }).update({ priority, updated_at: new Date() })
+  }
+
   async get(id: number): Promise<JobRow | null> {
     const row = await this.knex(JOBS_TABLE).where({ id }).first()
     return row ? normalise(row) : null

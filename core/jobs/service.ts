@@ -34,6 +34,11 @@ export class JobService {
     return { ...options, maxAttempts: options?.maxAttempts ?? this.definition(type).maxAttempts }
   }
 
+  /** the queued jobs of these projects follow a new encoding priority; returns how many changed */
+  reprioritise(projectIds: number[], priority: number): Promise<number> {
+    return this.queue.reprioritise(projectIds, priority)
+  }
+
   get(id: number): Promise<JobRow | null> {
     return this.queue.get(id)
   }

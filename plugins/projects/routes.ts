@@ -84,6 +84,7 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
     if (f.is_library_project !== undefined) project.isLibraryProject = f.is_library_project
     if (f.encoding_priority !== undefined) project.encodingPriority = f.encoding_priority
     await ctx.em.flush()
+    if (f.encoding_priority !== undefined) await ctx.resolve<JobService>('jobs').reprioritise([project.id], f.encoding_priority)
     return { project: projects(ctx).serialize(project) }
   })
 
@@ -152,6 +153,8 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
     for (const p of found) await projects(ctx).writable(ctx, p.id)
     for (const p of found) p.encodingPriority = ctx.input.encoding_priority
     await ctx.em.flush()
+    // work already waiting follows the new priority, not only work queued from now on
+    await ctx.resolve<JobService>('jobs').reprioritise(ids, ctx.input.encoding_priority)
     return { projects: found.map((p) => projects(ctx).serialize(p)) }
   })
 
