@@ -8,6 +8,8 @@ export interface ProxySettings {
   height: number
   /** x264 constant rate factor */
   crf: number
+  /** caps the low-res video bit rate (kbit/s) for streaming over thin lines; null: quality (crf) alone decides */
+  maxBitrateKbps: number | null
   audioBitrate: string
   /** editing proxy height */
   editingHeight: number
@@ -15,7 +17,13 @@ export interface ProxySettings {
   thumbnails: number
 }
 
-export const DEFAULT_PROXY_SETTINGS: ProxySettings = { height: 540, crf: 23, audioBitrate: '128k', editingHeight: 720, thumbnails: 10 }
+export const DEFAULT_PROXY_SETTINGS: ProxySettings = { height: 540, crf: 23, maxBitrateKbps: null, audioBitrate: '128k', editingHeight: 720, thumbnails: 10 }
+
+/** the low-res H.264 options: constant quality, capped when a maximum bit rate is set */
+const h264 = (s: ProxySettings) => [
+  '-c:v', 'libx264', '-preset', 'veryfast', '-crf', String(s.crf), '-profile:v', 'high',
+  ...(s.maxBitrateKbps ? ['-maxrate', `${s.maxBitrateKbps}k`, '-bufsize', `${2 * s.maxBitrateKbps}k`] : []),
+]
 
 /** Runs ffmpeg with an argument array (never a shell), local files only; rejects with its last error lines. */
 export function ffmpeg(binary: string, args: string[], signal?: AbortSignal): Promise<void> {
@@ -60,7 +68,7 @@ export async function buildProxies(bin: string, asset: Asset, source: string, wo
         ...input(source),
         '-filter_complex', graph,
         '-map', '[lowres]', '-map', '0:a:0?',
-        '-c:v', 'libx264', '-preset', 'veryfast', '-crf', String(s.crf), '-profile:v', 'high',
+        ...h264(s),
         '-c:a', 'aac', '-b:a', s.audioBitrate, '-ac', '2',
         ...timecodeArgs(asset),
         '-movflags', '+faststart', out('lowres.mp4'),
@@ -113,7 +121,7 @@ export async function burnTimecode(bin: string, asset: Asset, source: string, ta
   const text = `drawtext=timecode='${tc.replace(/:/g, '\\:')}':rate=${rate}:fontcolor=white:fontsize=h/18:box=1:boxcolor=black@0.6:x=(w-tw)/2:y=h-th-h/20`
   await ffmpeg(
     bin,
-    [...input(source), '-map', '0:v:0', '-map', '0:a:0?', '-vf', `scale=-2:'min(${s.height},ih)',${text},format=yuv420p`, '-c:v', 'libx264', '-preset', 'veryfast', '-crf', String(s.crf), '-c:a', 'aac', '-b:a', s.audioBitrate, '-ac', '2', ...timecodeArgs(asset), '-movflags', '+faststart', target],
+    [...input(source), '-map', '0:v:0', '-map', '0:a:0?', '-vf', `scale=-2:'min(${s.height},ih)',${text},format=yuv420p`, ...h264(s), '-c:a', 'aac', '-b:a', s.audioBitrate, '-ac', '2', ...timecodeArgs(asset), '-movflags', '+faststart', target],
     signal,
   )
 }

@@ -32,7 +32,8 @@ export interface VideoOptions {
   frequency?: number | null
 }
 
-async function ffmpeg(args: string[]): Promise<void> {
+/** ffmpeg (found as the server finds it) with the given arguments, quiet, overwriting */
+export async function ffmpeg(args: string[]): Promise<void> {
   await run(await tool('ffmpeg'), ['-hide_banner', '-nostdin', '-v', 'error', '-y', ...args], { timeout: 120_000 })
 }
 

@@ -1,11 +1,9 @@
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises'
-import { execFile } from 'node:child_process'
-import { promisify } from 'node:util'
 import path from 'node:path'
 import sharp from 'sharp'
 import t from 'tap'
 import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
-import { decryptProxy, makeStill, makeVideo, probe, timecodeOf, upload, waitForAsset, waitForJobEnd, waitForQuiet, idsByName } from '../../helpers/media.js'
+import { decryptProxy, ffmpeg, makeStill, makeVideo, probe, timecodeOf, upload, waitForAsset, waitForJobEnd, waitForQuiet, idsByName } from '../../helpers/media.js'
 import { createProject, exists, readerAndStranger, row } from '../projects/fixtures.js'
 
 /**
@@ -13,11 +11,9 @@ import { createProject, exists, readerAndStranger, row } from '../projects/fixtu
  * reencode) and what destroy does to proxies.
  */
 
-const run = promisify(execFile)
-
 /** the first frame of a video as raw greyscale pixels */
 async function firstFrame(file: string, png: string) {
-  await run('ffmpeg', ['-hide_banner', '-v', 'error', '-y', '-i', file, '-frames:v', '1', png])
+  await ffmpeg(['-i', file, '-frames:v', '1', png])
   return sharp(png).greyscale().raw().toBuffer({ resolveWithObject: true })
 }
 
