@@ -20,20 +20,26 @@
  *           analysis_state ready → assets/s. Ceiling: the same ffprobe command run straight, 4 in
  *           flight (the job runner's default concurrency), on the same files.
  *           The proxy jobs that follow each analysis are cancelled once the count is taken.
+ *           When the npm package's static ffprobe is installed and is not the one found first, the
+ *           analysis runs again in a second server with MAMKIT_FFPROBE pointing at it (ceiling: that
+ *           binary alone): a distribution's dynamically linked ffprobe spends most of a small
+ *           file's probe loading its ~200 shared libraries.
  *   proxy   (first database) a 1920x1080 25 fps clip (lavfi testsrc2 + sine, H.264 superfast)
  *           through the assets.proxy job (after addassets, then again by POST /assets/:id/reencode)
  *           → multiple of real time; beside a plain `ffmpeg -preset ultrafast -crf 23` 720p encode
- *           of the same file (the ceiling of PERFORMANCE.md) and mamkit's own low-res ffmpeg
- *           command run straight, each twice, in turn with the job.
+ *           of the same file (the ceiling of PERFORMANCE.md) and mamkit's own proxy ffmpeg run
+ *           (buildProxies: low-res, poster and thumbnail strip in one decode) called straight, each
+ *           twice, in turn with the job.
  *   hash    (this process) a --big-mb file: plain read (fs stream, 1 MiB chunks, discarded),
  *           O_DIRECT read (dd, the disk itself), SHA-256/CRC-32 in memory, then the hash worker
  *           (workers/hash.js in piscina) CRC-32 only, CRC-32 + SHA-256, and two at once;
  *           plus the assets.rehash job end to end on the first database (3 runs, median).
- *   zip     (first database) that file as an asset: prepare_download_highres (the assets.package
- *           job writes the STORE zip) and GET download_highres over loopback (3 rounds in turn
- *           with the ceiling, medians), each with MB/s and the server's peak RSS growth; beside a
- *           stream copy of the file (package ceiling) and a bare Koa server streaming the same zip
- *           (download ceiling), also in a child process.
+ *   zip     (first database) that file as an asset: prepare_download_highres once with the CRC-32
+ *           stored by rehash and once without (the assets.package job reads the file once for it:
+ *           ceiling a plain read), then GET download_highres over loopback, the zip laid out from
+ *           the original at download time (3 rounds in turn with the ceiling, medians), each with
+ *           MB/s and the server's peak RSS growth; the download ceiling is a bare Koa server
+ *           streaming the original file, in a child process too.
  *   list    (every database) 100,000 asset rows (1,000 folders × 100) inserted with knex batch
  *           inserts, ANALYZE (PostgreSQL: VACUUM ANALYZE), then 200 sequential requests each of:
  *           GET /session/user_id (the baseline), a folder page, the first and the 500th page of
@@ -46,19 +52,20 @@
  */
 import { execFile, fork, spawn, type ChildProcess } from 'node:child_process'
 import { createHash, randomBytes, randomFillSync, randomUUID } from 'node:crypto'
-import { createReadStream, createWriteStream, readFileSync, writeFileSync } from 'node:fs'
+import { createReadStream, readFileSync, writeFileSync } from 'node:fs'
 import { copyFile, link, mkdir, mkdtemp, open, rm, stat } from 'node:fs/promises'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
-import { pipeline } from 'node:stream/promises'
 import { fileURLToPath } from 'node:url'
+import { createRequire } from 'node:module'
 import { parseArgs, promisify } from 'node:util'
 import { crc32 } from 'node:zlib'
 import pg from 'pg'
 
 const HERE = fileURLToPath(import.meta.url)
+const requireModule = createRequire(import.meta.url)
 const HASH_WORKER = fileURLToPath(new URL('../plugins/assets/workers/hash.js', import.meta.url))
 const API = '/api/v1'
 const MiB = 1 << 20
@@ -70,6 +77,9 @@ interface ServerSpec {
   dataDir: string
   databaseUrl?: string
 }
+
+/** ffmpeg and ffprobe as the server finds them (MAMKIT_FFMPEG/MAMKIT_FFPROBE, PATH, npm packages) */
+const tools = { ffmpeg: 'ffmpeg', ffprobe: 'ffprobe', bundledFfprobe: null as string | null }
 
 interface Ready {
   port: number
@@ -277,12 +287,12 @@ class Child {
     })
   }
 
-  static start(args: string[], profileDir?: string): Promise<Child> {
+  static start(args: string[], profileDir?: string, env: Record<string, string> = {}): Promise<Child> {
     // MAMKIT_BENCH_NODE_ARGS: more node flags for the child processes (e.g. --trace-gc)
     const extra = process.env.MAMKIT_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []
     const execArgv = ['--enable-source-maps', ...extra, ...(profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])]
     // advanced serialisation: Dates and Buffers cross the IPC channel as themselves
-    const child = fork(HERE, args, { execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' })
+    const child = fork(HERE, args, { execArgv, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' })
     return new Promise((resolve, reject) => {
       const onMessage = (msg: any) => {
         if (!msg?.ready) return
@@ -428,7 +438,7 @@ async function timeProcess(cmd: string, args: string[]): Promise<number> {
   })
   return (performance.now() - started) / 1000
 }
-const ffmpeg = (args: string[]) => timeProcess('ffmpeg', ['-hide_banner', '-nostdin', '-y', '-v', 'error', ...args])
+const ffmpeg = (args: string[]) => timeProcess(tools.ffmpeg, ['-hide_banner', '-nostdin', '-y', '-v', 'error', ...args])
 
 /** GETs a URL and discards the body; answers bytes, seconds and the Content-Length header */
 function download(url: string, headers: Record<string, string> = {}): Promise<{ bytes: number; seconds: number; status: number; length: number }> {
@@ -492,6 +502,8 @@ interface RegisterResult {
 
 interface IngestResult {
   db: Db
+  /** the ffprobe binary the server and the ceiling used */
+  ffprobe: string
   files: number
   requestSeconds: number
   seconds: number
@@ -510,15 +522,16 @@ interface IngestResult {
   load: number
 }
 
+const probeOnce = (ffprobe: string, file: string) => run(ffprobe, ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', '-protocol_whitelist', 'file', `file:${file}`], { maxBuffer: 16 * MiB })
+
 /** the same ffprobe command as probe.ts, `files` times, `concurrency` in flight: files/s */
-async function probeCeiling(files: string[], concurrency: number): Promise<number> {
+async function probeCeiling(ffprobe: string, files: string[], concurrency: number): Promise<number> {
   let next = 0
   const started = performance.now()
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (next < files.length) {
-        const file = files[next++]
-        await run('ffprobe', ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', '-protocol_whitelist', 'file', `file:${file}`], { maxBuffer: 16 * MiB })
+        await probeOnce(ffprobe, files[next++])
       }
     }),
   )
@@ -559,9 +572,9 @@ async function registerOnly(server: Child, db: Db, fx: Fixtures, files: number):
   }
 }
 
-async function ingest(server: Child, db: Db, fx: Fixtures, options: { files: number; probes: number }): Promise<IngestResult> {
+async function ingest(server: Child, db: Db, fx: Fixtures, options: { files: number; probes: number }, ffprobe: string): Promise<IngestResult> {
   const { project, relatives } = await smallFilesProject(server, `Ingest bench ${db}`, fx, options.files, copyFile)
-  log(`${db}: registering ${options.files} files and waiting for their analysis …`)
+  log(`${db}: registering ${options.files} files and waiting for their analysis (${ffprobe}) …`)
   const l0 = load()
   const started = performance.now()
   await server.api('POST', `/projects/${project.id}/addassets`, { paths: relatives }, 201)
@@ -588,20 +601,21 @@ async function ingest(server: Child, db: Db, fx: Fixtures, options: { files: num
   const proxiesMeanwhile = proxies.filter((p) => toMs(p.started_at) < lastAnalysis).length
 
   // ffprobe by itself: sequential (wall and CPU per file), then 4 in flight (the runner's default concurrency)
-  log(`${db}: ffprobe alone …`)
+  log(`${db}: ${ffprobe} alone …`)
   const sample = relatives.slice(0, options.probes).map((r) => path.join(project.path, r))
   const walls: number[] = []
   const sequential = sample.slice(0, 20)
   const cpu0 = childrenCpuMs()
   for (const file of sequential) {
     const t0 = performance.now()
-    await run('ffprobe', ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', '-protocol_whitelist', 'file', `file:${file}`], { maxBuffer: 16 * MiB })
+    await probeOnce(ffprobe, file)
     walls.push(performance.now() - t0)
   }
   const probeCpuMs = (childrenCpuMs() - cpu0) / sequential.length
-  const ceilingPerSecond = await probeCeiling(sample, 4)
+  const ceilingPerSecond = await probeCeiling(ffprobe, sample, 4)
   return {
     db,
+    ffprobe,
     files: options.files,
     requestSeconds,
     seconds,
@@ -657,24 +671,19 @@ async function proxy(server: Child, fx: Fixtures, clipSeconds: number): Promise<
     ceilingLoad = Math.max(ceilingLoad, l, load())
     await rm(path.join(fx.dir, 'ceiling-720p.mp4'), { force: true })
   }
-  // mamkit's low-res command by itself (the arguments of buildProxies in plugins/assets/proxies.ts)
+  // mamkit's proxy command by itself: buildProxies of plugins/assets/proxies.ts, called straight
+  const { buildProxies, DEFAULT_PROXY_SETTINGS } = await import('../plugins/assets/proxies.js')
   const command = async () => {
-    log("mamkit's low-res ffmpeg command alone …")
-    const lowres = path.join(fx.dir, 'lowres.mp4')
+    log("mamkit's proxy ffmpeg run alone (low-res, poster, thumbnails) …")
+    const work = path.join(fx.dir, 'proxy-work')
+    await mkdir(work, { recursive: true })
     const l = load()
-    commandRuns.push(
-      await ffmpeg([
-        '-protocol_whitelist', 'file', '-i', `file:${source}`,
-        '-map', '0:v:0', '-map', '0:a:0?',
-        '-vf', "scale=-2:'min(540,ih)':flags=bicubic,format=yuv420p",
-        '-c:v', 'libx264', '-preset', 'veryfast', '-crf', '23', '-profile:v', 'high',
-        '-c:a', 'aac', '-b:a', '128k', '-ac', '2',
-        '-movflags', '+faststart', lowres,
-      ]),
-    )
+    const t0 = performance.now()
+    const made = await buildProxies(tools.ffmpeg, { type: 'video', duration: clipSeconds, metadata: {}, name: 'A001C001.mp4' } as any, source, work, DEFAULT_PROXY_SETTINGS)
+    commandRuns.push((performance.now() - t0) / 1000)
     commandLoad = Math.max(commandLoad, l, load())
-    lowresBytes = (await stat(lowres)).size
-    await rm(lowres, { force: true })
+    lowresBytes = (await stat(made.lowres)).size
+    await rm(work, { recursive: true, force: true })
   }
 
   // in turn, so that a change in the machine's load hits all three alike: ceiling, command, job, ceiling, command, job
@@ -803,12 +812,13 @@ interface ZipResult {
   bytes: number
   zipBytes: number
   rehash: { seconds: number; gbps: number; runs: number[]; load: number }
-  packageSeconds: number
-  packageMbps: number
-  packageRss: { baseMb: number; peakMb: number; growthMb: number }
-  packageLoad: number
-  copyMbps: number
-  copyLoad: number
+  prepareWarmSeconds: number
+  prepareSeconds: number
+  prepareMbps: number
+  prepareRss: { baseMb: number; peakMb: number; growthMb: number }
+  prepareLoad: number
+  readMbps: number
+  readLoad: number
   downloadMbps: number
   downloadRuns: number[]
   downloadRss: { baseMb: number; peakMb: number; growthMb: number }
@@ -820,7 +830,7 @@ interface ZipResult {
   rangeOk: boolean
 }
 
-async function zip(server: Child, fx: Fixtures, dataDir: string, rounds = 3): Promise<ZipResult> {
+async function zip(server: Child, fx: Fixtures, rounds = 3): Promise<ZipResult> {
   const project = (await server.api('POST', '/projects', { project: { name: 'Download bench' } }, 201)).body.project
   await mkdir(path.join(project.path, 'Reel 1'), { recursive: true })
   await link(fx.bigFile, path.join(project.path, 'Reel 1', 'A002C001.mov'))
@@ -850,28 +860,29 @@ async function zip(server: Child, fx: Fixtures, dataDir: string, rounds = 3): Pr
   const rehashSeconds = sortNum(rehashRuns)[1]
   const rehash = { seconds: rehashSeconds, gbps: fx.bigBytes / 1e9 / rehashSeconds, runs: rehashRuns.map((s) => fx.bigBytes / 1e9 / s), load: Math.max(l, load()) }
 
-  // package ceiling: a plain stream copy of the file
-  log('stream copy (package ceiling) …')
-  const copy = path.join(fx.dir, 'copy.bin')
-  l = load()
+  // prepare with the CRC-32 that rehash stored: nothing to read
+  log('prepare_download_highres with the stored CRC-32 …')
   let t0 = performance.now()
-  await pipeline(createReadStream(fx.bigFile, { highWaterMark: MiB }), createWriteStream(copy, { highWaterMark: MiB }))
-  const copySeconds = (performance.now() - t0) / 1000
-  const copyLoad = Math.max(l, load())
-  await rm(copy, { force: true })
+  const warm = (await server.api('PUT', `/assets/${asset.id}/prepare_download_highres`, {}, 202)).body.assetstate
+  await jobDone(warm.job_id)
+  const prepareWarmSeconds = (performance.now() - t0) / 1000
 
-  log('prepare_download_highres …')
+  // prepare without it: one CRC-32 pass over the file in a worker; the ceiling is a plain read
+  log('plain read (ceiling), then prepare_download_highres without a stored CRC-32 …')
+  l = load()
+  const read = await readThrough(fx.bigFile)
+  const readLoad = Math.max(l, load())
+  await server.sql('update assets set crc32 = null, hashed_at = null where id = ?', [asset.id])
   l = load()
   const mem = watchMemory(server.pid)
   t0 = performance.now()
   const state = (await server.api('PUT', `/assets/${asset.id}/prepare_download_highres`, {}, 202)).body.assetstate
   await jobDone(state.job_id)
-  const packageSeconds = (performance.now() - t0) / 1000
-  const packageRss = mem.stop()
-  const packageLoad = Math.max(l, load())
-  const [{ file: zipFile }] = await server.sql<{ file: string }>('select file from asset_states where id = ?', [state.id])
-  const zipPath = path.join(dataDir, 'downloads', zipFile)
-  const zipBytes = (await stat(zipPath)).size
+  const prepareSeconds = (performance.now() - t0) / 1000
+  const prepareRss = mem.stop()
+  const prepareLoad = Math.max(l, load())
+  const [{ size }] = await server.sql<{ size: number | string }>('select size from asset_states where id = ?', [state.id])
+  const zipBytes = Number(size)
 
   // mamkit and the bare Koa ceiling in turn, `rounds` times each; the median speed and the largest RSS growth count
   log(`download_highres and bare Koa (download ceiling), ${rounds} rounds each …`)
@@ -879,7 +890,7 @@ async function zip(server: Child, fx: Fixtures, dataDir: string, rounds = 3): Pr
   const auth = { authorization: `Bearer ${server.ready.token}` }
   await download(url, { ...auth, range: 'bytes=0-1048575' }) // warm: route, auth cache
   const ranged = await download(url, { ...auth, range: 'bytes=100-199' })
-  const koa = await Child.start(['--koa', zipPath])
+  const koa = await Child.start(['--koa', fx.bigFile])
   try {
     await download(`${koa.base}/`, { range: 'bytes=0-0' })
     const ours: Array<{ mbps: number; rss: ReturnType<ReturnType<typeof watchMemory>['stop']>; load: number }> = []
@@ -893,8 +904,9 @@ async function zip(server: Child, fx: Fixtures, dataDir: string, rounds = 3): Pr
         const m = watchMemory(target.pid)
         const got = target === server ? await download(url, auth) : await download(`${koa.base}/`)
         const rss = m.stop()
-        if (got.status !== 200 || got.bytes !== zipBytes || (target === server && got.length !== zipBytes)) throw new Error(`download: ${got.status}, ${got.bytes} bytes, Content-Length ${got.length}, zip ${zipBytes}`)
-        into.push({ mbps: zipBytes / 1e6 / got.seconds, rss, load: Math.max(l, load()) })
+        const expected = target === server ? zipBytes : fx.bigBytes
+        if (got.status !== 200 || got.bytes !== expected || got.length !== expected) throw new Error(`download: ${got.status}, ${got.bytes} bytes, Content-Length ${got.length}, expected ${expected}`)
+        into.push({ mbps: got.bytes / 1e6 / got.seconds, rss, load: Math.max(l, load()) })
       }
     }
     const median = (xs: typeof ours) => sortNum(xs.map((v) => v.mbps))[Math.floor(xs.length / 2)]
@@ -903,12 +915,13 @@ async function zip(server: Child, fx: Fixtures, dataDir: string, rounds = 3): Pr
       bytes: fx.bigBytes,
       zipBytes,
       rehash,
-      packageSeconds,
-      packageMbps: zipBytes / 1e6 / packageSeconds,
-      packageRss,
-      packageLoad,
-      copyMbps: fx.bigBytes / 1e6 / copySeconds,
-      copyLoad,
+      prepareWarmSeconds,
+      prepareSeconds,
+      prepareMbps: fx.bigBytes / 1e6 / prepareSeconds,
+      prepareRss,
+      prepareLoad,
+      readMbps: read.bytes / 1e6 / read.seconds,
+      readLoad,
       downloadMbps: median(ours),
       downloadRuns: ours.map((v) => v.mbps),
       downloadRss: worst(ours),
@@ -1003,13 +1016,13 @@ function report(r: Results, options: { bigMb: number }) {
   }
   if (r.ingest.length) {
     console.log('\n### Ingest: register + analyse small clips (1 s 160x120 H.264/AAC), jobs running\n')
-    console.log('| database | files | addassets request | until all ready | assets/s | amortised per file | analyse job p50 / p90 | ffprobe alone, 4 in flight | ratio | load |')
-    console.log('|---|---|---|---|---|---|---|---|---|---|')
+    console.log('| database | ffprobe | files | addassets request | until all ready | assets/s | amortised per file | analyse job p50 / p90 | that ffprobe alone, 4 in flight | ratio | load |')
+    console.log('|---|---|---|---|---|---|---|---|---|---|---|')
     for (const i of r.ingest)
-      console.log(`| ${i.db} | ${i.files}${i.failed ? ` (${i.failed} failed)` : ''} | ${f(i.requestSeconds)} s | ${f(i.seconds)} s | ${f(i.perSecond)} | ${f((i.seconds * 1000) / i.files)} ms | ${f(i.jobP50Ms)} / ${f(i.jobP90Ms)} ms | ${f(i.ceilingPerSecond)} files/s | ${x(i.perSecond / i.ceilingPerSecond)} | ${f(i.load)} |`)
+      console.log(`| ${i.db} | ${i.ffprobe === tools.bundledFfprobe ? 'npm package (static)' : i.ffprobe} | ${i.files}${i.failed ? ` (${i.failed} failed)` : ''} | ${f(i.requestSeconds)} s | ${f(i.seconds)} s | ${f(i.perSecond)} | ${f((i.seconds * 1000) / i.files)} ms | ${f(i.jobP50Ms)} / ${f(i.jobP90Ms)} ms | ${f(i.ceilingPerSecond)} files/s | ${x(i.perSecond / i.ceilingPerSecond)} | ${f(i.load)} |`)
     for (const i of r.ingest)
       console.log(
-        `\n${i.db}: ${i.readyAtResponse} assets were analysed when the addassets response came; from then on ${f(i.perSecondAfterResponse)} assets/s (${x(i.perSecondAfterResponse / i.ceilingPerSecond)} of ffprobe alone). ` +
+        `\n${i.db} (${i.ffprobe}): ${i.readyAtResponse} assets were analysed when the addassets response came; from then on ${f(i.perSecondAfterResponse)} assets/s (${x(i.perSecondAfterResponse / i.ceilingPerSecond)} of ffprobe alone). ` +
           `One ffprobe of a small clip takes ${f(i.probeWallP50Ms)} ms wall (p50 of 20 sequential) and ${f(i.probeCpuMs)} ms CPU. ${i.proxiesMeanwhile} proxy jobs (1 at a time) ran before the last analysis ended.`,
       )
   }
@@ -1019,8 +1032,8 @@ function report(r: Results, options: { bigMb: number }) {
     console.log('| what | wall | × real time | ratio to ceiling | load |')
     console.log('|---|---|---|---|---|')
     console.log(`| ceiling: ffmpeg -preset ultrafast -crf 23, 720p (mean of ${p.ceilingRuns.map(f).join(' s, ')} s) | ${f(p.ceilingSeconds)} s | ${x(p.clipSeconds / p.ceilingSeconds)} | 1.00× | ${f(p.ceilingLoad)} |`)
-    console.log(`| mamkit's low-res command alone: veryfast, crf 23, 540p, AAC, faststart (mean of ${p.commandRuns.map(f).join(' s, ')} s) | ${f(p.commandSeconds)} s | ${x(p.clipSeconds / p.commandSeconds)} | ${x(p.ceilingSeconds / p.commandSeconds)} | ${f(p.commandLoad)} |`)
-    console.log(`| assets.proxy job: low-res + poster + thumbnail strip + encryption (mean of ${p.jobRuns.map(f).join(' s, ')} s) | ${f(p.jobSeconds)} s | ${x(p.clipSeconds / p.jobSeconds)} | ${x(p.ceilingSeconds / p.jobSeconds)} | ${f(p.jobLoad)} |`)
+    console.log(`| mamkit's proxy ffmpeg run alone: low-res veryfast crf 23 540p AAC faststart + poster + thumbnail strip, one decode (mean of ${p.commandRuns.map(f).join(' s, ')} s) | ${f(p.commandSeconds)} s | ${x(p.clipSeconds / p.commandSeconds)} | ${x(p.ceilingSeconds / p.commandSeconds)} | ${f(p.commandLoad)} |`)
+    console.log(`| assets.proxy job: that run + encryption + bookkeeping (mean of ${p.jobRuns.map(f).join(' s, ')} s) | ${f(p.jobSeconds)} s | ${x(p.clipSeconds / p.jobSeconds)} | ${x(p.ceilingSeconds / p.jobSeconds)} | ${f(p.jobLoad)} |`)
     console.log(`| addassets → proxy_state ready (analysis + queue + first job) | ${f(p.endToEndSeconds)} s | ${x(p.clipSeconds / p.endToEndSeconds)} | ${x(p.ceilingSeconds / p.endToEndSeconds)} | ${f(p.jobLoad)} |`)
   }
   if (r.hash) {
@@ -1037,11 +1050,14 @@ function report(r: Results, options: { bigMb: number }) {
     console.log(`\n### Highres zip download of a ${options.bigMb} MiB asset (zip ${f(z.zipBytes / 1e6)} MB)\n`)
     console.log('| what | MB/s | ratio to ceiling | server RSS growth | load |')
     console.log('|---|---|---|---|---|')
-    console.log(`| package ceiling: stream copy of the file, 1 MiB chunks | ${f(z.copyMbps)} | 1.00× | – | ${f(z.copyLoad)} |`)
-    console.log(`| prepare_download_highres → assets.package job done (yazl STORE zip written to disk) | ${f(z.packageMbps)} | ${x(z.packageMbps / z.copyMbps)} | ${mb(z.packageRss)} | ${f(z.packageLoad)} |`)
-    console.log(`| download ceiling: bare Koa streaming the zip (child process; median of ${z.koaRuns.map(f).join(', ')}) | ${f(z.koaMbps)} | 1.00× | ${mb(z.koaRss)} | ${f(z.koaLoad)} |`)
-    console.log(`| GET download_highres (median of ${z.downloadRuns.map(f).join(', ')}) | ${f(z.downloadMbps)} | ${x(z.downloadMbps / z.koaMbps)} | ${mb(z.downloadRss)} | ${f(z.downloadLoad)} |`)
-    console.log(`| prepare + download, end to end | ${f(z.zipBytes / 1e6 / (z.packageSeconds + z.zipBytes / 1e6 / z.downloadMbps))} | ${x(z.zipBytes / 1e6 / (z.packageSeconds + z.zipBytes / 1e6 / z.downloadMbps) / z.koaMbps)} (of Koa) | – | – |`)
+    console.log(`| prepare_download_highres → job done, CRC-32 stored by rehash (nothing read) | ${f(z.prepareWarmSeconds * 1000)} ms | – | – | – |`)
+    console.log(`| prepare ceiling: plain read of the file, 1 MiB chunks | ${f(z.readMbps)} | 1.00× | – | ${f(z.readLoad)} |`)
+    console.log(`| prepare_download_highres → job done, no stored CRC-32 (one CRC-32 pass in a worker) | ${f(z.prepareMbps)} | ${x(z.prepareMbps / z.readMbps)} | ${mb(z.prepareRss)} | ${f(z.prepareLoad)} |`)
+    console.log(`| download ceiling: bare Koa streaming the original file (child process; median of ${z.koaRuns.map(f).join(', ')}) | ${f(z.koaMbps)} | 1.00× | ${mb(z.koaRss)} | ${f(z.koaLoad)} |`)
+    console.log(`| GET download_highres: the zip laid out at download time (median of ${z.downloadRuns.map(f).join(', ')}) | ${f(z.downloadMbps)} | ${x(z.downloadMbps / z.koaMbps)} | ${mb(z.downloadRss)} | ${f(z.downloadLoad)} |`)
+    const endToEnd = (prepare: number) => z.zipBytes / 1e6 / (prepare + z.zipBytes / 1e6 / z.downloadMbps)
+    console.log(`| prepare (CRC stored) + download, end to end | ${f(endToEnd(z.prepareWarmSeconds))} | ${x(endToEnd(z.prepareWarmSeconds) / z.koaMbps)} (of Koa) | – | – |`)
+    console.log(`| prepare (CRC computed) + download, end to end | ${f(endToEnd(z.prepareSeconds))} | ${x(endToEnd(z.prepareSeconds) / z.koaMbps)} (of Koa) | – | – |`)
     console.log(`\nRange request (bytes=100-199): ${z.rangeOk ? '206 with 100 bytes' : 'WRONG'}.`)
   }
   if (r.list.length) {
@@ -1097,7 +1113,17 @@ async function main() {
   const dbs = (['sqlite', 'postgresql'] as const).filter((db) => (db === 'postgresql' ? Boolean(pgUrl) : true) && (!only || only.includes(db)))
   // the full ingest (analysis of every file) takes minutes on a loaded machine: the first database only unless asked
   const ingestOn = values['ingest-on']?.split(',') ?? dbs.slice(0, 1)
-  ffmpegVersion = /version (\S+)/.exec((await run('ffmpeg', ['-hide_banner', '-version'])).stdout)?.[1] ?? '?'
+  const { MediaTools } = await import('../core/media/tools.js')
+  const found = await new MediaTools().ready()
+  tools.ffmpeg = found.get('ffmpeg')?.path ?? 'ffmpeg'
+  tools.ffprobe = found.get('ffprobe')?.path ?? 'ffprobe'
+  try {
+    const bundled = (requireModule('@ffprobe-installer/ffprobe') as { path: string }).path
+    if (bundled !== tools.ffprobe) tools.bundledFfprobe = bundled
+  } catch {
+    // optional dependency not installed
+  }
+  ffmpegVersion = `${found.get('ffmpeg')?.version ?? '?'} (${found.get('ffmpeg')?.source ?? 'missing'}), ffprobe ${found.get('ffprobe')?.version ?? '?'} (${found.get('ffprobe')?.source ?? 'missing'})`
 
   const root = await mkdtemp(path.join(os.tmpdir(), 'mamkit-bench-assets-'))
   const cleanup = () => rm(root, { recursive: true, force: true })
@@ -1152,11 +1178,29 @@ async function main() {
         if (sections.has('ingest')) {
           // 100 and then all the files: registering should cost the same per file at any size
           for (const n of new Set([Math.min(100, o.files), o.files])) results.register.push(await registerOnly(server, db, fx, n))
-          if (ingestOn.includes(db)) results.ingest.push(await ingest(server, db, fx, o))
+          if (ingestOn.includes(db)) results.ingest.push(await ingest(server, db, fx, o, tools.ffprobe))
         }
         if (n === 0 && sections.has('proxy')) results.proxy = await proxy(server, fx, o.proxySeconds)
-        if (n === 0 && sections.has('zip')) results.zip = await zip(server, fx, dataDir)
+        if (n === 0 && sections.has('zip')) results.zip = await zip(server, fx)
         if (sections.has('list')) results.list.push(await listing(server, db, o))
+      } finally {
+        await server.stop()
+        children.delete(server)
+        await scratch?.drop().catch((err) => log(`dropping the scratch database failed: ${err.message}`))
+        await rm(dataDir, { recursive: true, force: true })
+      }
+    }
+    if (sections.has('ingest') && tools.bundledFfprobe) {
+      const db = dbs[0]
+      const dataDir = path.join(root, `data-${db}-bundled`)
+      await mkdir(dataDir, { recursive: true })
+      const scratch = db === 'postgresql' ? await scratchPostgres(pgUrl!) : undefined
+      if (scratch) scratches.push(scratch.drop)
+      log(`${db}: a second server with MAMKIT_FFPROBE=${tools.bundledFfprobe} …`)
+      const server = await Child.start(['--serve', JSON.stringify({ dataDir, databaseUrl: scratch?.url } satisfies ServerSpec)], undefined, { MAMKIT_FFPROBE: tools.bundledFfprobe })
+      children.add(server)
+      try {
+        results.ingest.push(await ingest(server, db, fx, o, tools.bundledFfprobe))
       } finally {
         await server.stop()
         children.delete(server)

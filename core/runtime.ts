@@ -162,6 +162,7 @@ export class MamRuntime {
     this.closing = true
     await this.runner.close()
     await this.listener?.end().catch(() => {})
+    this.container.resolve<MediaTools>('mediaTools').close()
     await this.container.dispose()
     await this.db.close()
   }

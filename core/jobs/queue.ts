@@ -71,30 +71,39 @@ export class JobQueue {
     return row ? normalise(row) : null
   }
 
-  /** Takes up to `limit` runnable jobs of the given types: queued and due, or running with a lapsed lease. */
-  async claim(workerId: string, types: string[], limit: number, leaseMs: number): Promise<JobRow[]> {
+  /**
+   * Takes up to `limit` runnable jobs of the given types: queued and due and, with `sweep`, running
+   * ones whose lease lapsed (after failing those that lapsed on their last attempt). Leases lapse
+   * over seconds, so the runner sweeps on its poll timer, not on every wake-up; without the lapsed
+   * branch the claim walks the claim index in priority order and stops after `limit` rows, however
+   * many jobs wait.
+   */
+  async claim(workerId: string, types: string[], limit: number, leaseMs: number, sweep = true): Promise<JobRow[]> {
     if (types.length === 0 || limit <= 0) return []
     const now = new Date()
     // a job whose lease lapsed on its last allowed attempt has crashed its process too often
-    await this.knex(JOBS_TABLE)
-      .where({ state: 'running' })
-      .where('lease_until', '<', now)
-      .whereRaw('attempts >= max_attempts')
-      .update({ state: 'failed', error: 'the job stopped responding too often (lease lapsed)', locked_by: null, lease_until: null, finished_at: now, updated_at: now })
+    if (sweep)
+      await this.knex(JOBS_TABLE)
+        .where({ state: 'running' })
+        .where('lease_until', '<', now)
+        .whereRaw('attempts >= max_attempts')
+        .update({ state: 'failed', error: 'the job stopped responding too often (lease lapsed)', locked_by: null, lease_until: null, finished_at: now, updated_at: now })
     const lock = this.dialect === 'postgresql' ? 'for update skip locked' : ''
+    // SQLite without statistics prefers the (state, run_at) index and sorts every queued row
+    const claimIndex = this.dialect === 'sqlite' && !sweep ? 'indexed by jobs_claim_index' : ''
     const typeList = types.map(() => '?').join(', ')
     const result = await this.knex.raw(
       `update ${JOBS_TABLE}
           set state = 'running', attempts = attempts + 1, locked_by = ?, lease_until = ?,
               started_at = coalesce(started_at, ?), updated_at = ?
         where id in (
-          select id from ${JOBS_TABLE}
+          select id from ${JOBS_TABLE} ${claimIndex}
            where type in (${typeList})
-             and ((state = 'queued' and run_at <= ?) or (state = 'running' and lease_until < ?))
+             and ${sweep ? `((state = 'queued' and run_at <= ?) or (state = 'running' and lease_until < ?))` : `state = 'queued' and run_at <= ?`}
            order by priority desc, id
            limit ? ${lock})
        returning *`,
-      [workerId, new Date(now.getTime() + leaseMs), now, now, ...types, now, now, limit],
+      [workerId, new Date(now.getTime() + leaseMs), now, now, ...types, ...(sweep ? [now, now] : [now]), limit],
     )
     const rows: any[] = this.dialect === 'postgresql' ? result.rows : result
     return rows.map(normalise).sort((a, b) => b.priority - a.priority || a.id - b.id)

@@ -34,6 +34,8 @@ export class JobRunner {
   private stopped = true
   private claiming?: Promise<void>
   private wakeAgain = false
+  /** the next claim first fails jobs whose lease lapsed too often (set at start and by the poll timer) */
+  private sweepDue = true
   private unsubscribe?: () => void
 
   constructor(
@@ -50,7 +52,10 @@ export class JobRunner {
     if (!this.stopped) return
     this.stopped = false
     this.unsubscribe = this.events.on('jobs.enqueued', () => this.wake())
-    this.timer = setInterval(() => this.wake(), this.config.jobs.pollMs)
+    this.timer = setInterval(() => {
+      this.sweepDue = true
+      this.wake()
+    }, this.config.jobs.pollMs)
     this.timer.unref()
     this.wake()
   }
@@ -80,7 +85,9 @@ export class JobRunner {
       .filter((j) => this.isPluginActive(j.plugin))
       .filter((j) => !j.concurrency || this.countRunning(j.type) < j.concurrency)
       .map((j) => j.type)
-    const rows = await this.queue.claim(this.workerId, types, free, this.config.jobs.leaseMs)
+    const sweep = this.sweepDue
+    this.sweepDue = false
+    const rows = await this.queue.claim(this.workerId, types, free, this.config.jobs.leaseMs, sweep)
     // close() began while the claim was under way: hand the jobs back instead of starting them
     if (this.stopped) return this.queue.release(this.workerId, rows.map((r) => r.id))
     for (const row of rows) {

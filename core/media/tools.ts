@@ -5,6 +5,7 @@ import path from 'node:path'
 import { promisify } from 'node:util'
 import { MamError } from '../errors.js'
 import { toolVersions } from '../system/plugin.js'
+import { Launcher } from './launcher.js'
 
 const run = promisify(execFile)
 const requireModule = createRequire(import.meta.url)
@@ -51,6 +52,7 @@ function candidates(name: MediaToolName, env: NodeJS.ProcessEnv, packages: Parti
 export class MediaTools {
   private readonly found = new Map<MediaToolName, MediaTool | null>()
   private detecting?: Promise<this>
+  private readonly launcher = new Launcher()
 
   constructor(
     private readonly env: NodeJS.ProcessEnv = process.env,
@@ -87,6 +89,19 @@ export class MediaTools {
 
   get(name: MediaToolName): MediaTool | null {
     return this.found.get(name) ?? null
+  }
+
+  /**
+   * Runs a tool that answers quickly (ffprobe) and returns its standard output. Started from a small
+   * helper process, not from the server (see launcher.ts); a missing tool is a 503 naming it.
+   */
+  async run(name: MediaToolName, args: string[], options: { timeoutMs?: number; maxBuffer?: number } = {}): Promise<string> {
+    return (await this.launcher.run(await this.require(name), args, options)).stdout
+  }
+
+  /** stops the helper process */
+  close(): void {
+    this.launcher.close()
   }
 
   /** the tool's path, or a 503 problem naming what is missing */

@@ -17,27 +17,22 @@ export function defineAssetJobs(jobs: JobRegistrar) {
       if (!asset || !asset.online) return { skipped: true }
       const assets = ctx.resolve<AssetService>('assets')
       const tools = ctx.resolve<MediaTools>('mediaTools')
-      asset.analysisState = 'processing'
-      await ctx.em.flush()
+      // single-row updates rather than unit-of-work flushes: an ingest runs this once per file
+      const write = (fields: Partial<Asset>) => ctx.em.nativeUpdate(Asset, { id: asset.id }, { ...fields, updatedAt: new Date() })
+      await write({ analysisState: 'processing' })
+      let result: Awaited<ReturnType<typeof analyse>>
       try {
-        const result = await analyse((await tools.ready()).get('ffprobe')?.path ?? null, assets.fileOf(asset))
-        asset.type = result.type
-        asset.duration = result.duration
-        asset.metadata = result.metadata
-        asset.analysisState = 'ready'
-        asset.analysisError = null
-        asset.metadataChangedAt = new Date()
-        ctx.count(1, 0)
+        const ffprobe = (await tools.ready()).get('ffprobe') ? (args: string[]) => tools.run('ffprobe', args) : null
+        result = await analyse(ffprobe, assets.fileOf(asset))
       } catch (err) {
-        asset.analysisState = 'failed'
-        asset.analysisError = (err as Error).message
         ctx.count(0, 1)
-        await ctx.em.flush()
+        await write({ analysisState: 'failed', analysisError: (err as Error).message })
         throw err
       }
-      await ctx.em.flush()
-      if (asset.type !== 'other') await ctx.resolve('jobs').enqueue('assets.proxy', { assetId: asset.id }, { userId: null, projectId: asset.project.id, assetId: asset.id, priority: asset.project.encodingPriority })
-      return { type: asset.type }
+      ctx.count(1, 0)
+      await write({ type: result.type, duration: result.duration, metadata: result.metadata, analysisState: 'ready', analysisError: null, metadataChangedAt: new Date() })
+      if (result.type !== 'other') await ctx.resolve('jobs').enqueue('assets.proxy', { assetId: asset.id }, { userId: null, projectId: asset.project.id, assetId: asset.id, priority: asset.project.encodingPriority })
+      return { type: result.type }
     },
   })
 

@@ -1,11 +1,7 @@
-import { execFile } from 'node:child_process'
-import { promisify } from 'node:util'
 import path from 'node:path'
 import sharp from 'sharp'
 import exifReader from 'exif-reader'
 import type { AssetType } from './entities.js'
-
-const run = promisify(execFile)
 
 export interface Analysis {
   type: AssetType
@@ -28,11 +24,12 @@ export function rate(value: string | undefined): number | null {
 const num = (v: unknown) => (v === undefined || v === null || v === '' || Number.isNaN(Number(v)) ? null : Number(v))
 
 /**
- * Technical metadata of a media file: ffprobe for anything with streams, sharp (and its EXIF) for
- * stills. The path is server-chosen and passed as one argument with the `file:` protocol, so a file
- * name can never act as an ffprobe option or protocol (SECURITY.md).
+ * Technical metadata of a media file: ffprobe for anything with streams (`ffprobe` runs it with the
+ * given arguments and answers its output), sharp (and its EXIF) for stills. The path is server-chosen
+ * and passed as one argument with the `file:` protocol, so a file name can never act as an ffprobe
+ * option or protocol (SECURITY.md).
  */
-export async function analyse(ffprobe: string | null, file: string): Promise<Analysis> {
+export async function analyse(ffprobe: ((args: string[]) => Promise<string>) | null, file: string): Promise<Analysis> {
   const ext = path.extname(file).toLowerCase()
   if (IMAGE_EXTENSIONS.has(ext) && ext !== '.gif') {
     const still = await analyseStill(file).catch(() => null)
@@ -41,12 +38,10 @@ export async function analyse(ffprobe: string | null, file: string): Promise<Ana
   if (!ffprobe) throw Object.assign(new Error('ffprobe is not available on this server'), { permanent: true })
   let probe: any
   try {
-    const { stdout } = await run(ffprobe, ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', '-protocol_whitelist', 'file', `file:${file}`], {
-      timeout: 60_000,
-      maxBuffer: 16 * 1024 * 1024,
-    })
-    probe = JSON.parse(stdout)
-  } catch {
+    probe = JSON.parse(await ffprobe(['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', '-protocol_whitelist', 'file', `file:${file}`]))
+  } catch (err) {
+    // a lost helper process is the server's trouble, not the file's: fail, and the job is retried
+    if ((err as { launcher?: boolean }).launcher) throw err
     return { type: 'other', duration: null, metadata: { container: null } }
   }
   const streams: any[] = probe.streams ?? []

@@ -5,6 +5,7 @@ import path from 'node:path'
 import t from 'tap'
 import { asValue } from 'awilix'
 import { MediaTools } from '../../../core/media/tools.js'
+import { Launcher } from '../../../core/media/launcher.js'
 import { assertProblem, startTestServer } from '../../helpers/index.js'
 import { makeStill, makeVideo, probe, timecodeOf, upload, waitForAsset, waitForJobEnd, idsByName } from '../../helpers/media.js'
 import { createProject } from '../projects/fixtures.js'
@@ -40,6 +41,26 @@ t.test('lookup order: environment, then PATH, then npm packages', async (t) => {
   const none = await new MediaTools({ PATH: '' }, {}).ready()
   t.equal(none.get('ffmpeg'), null, 'nothing found')
   await t.rejects(none.require('ffprobe'), { status: 503, code: 'service_unavailable', message: /ffprobe is not available.*MAMKIT_FFPROBE/ }, '503 naming the tool and the setting')
+})
+
+t.test('short-lived tools run from a helper process that comes back after it dies', async (t) => {
+  const launcher = new Launcher()
+  t.teardown(() => launcher.close())
+  t.match((await launcher.run(bundled.ffprobe, ['-hide_banner', '-version'])).stdout, /^ffprobe version/, 'the output of the program')
+  const first = launcher.pid!
+  t.ok(first && first !== process.pid, 'a helper process of its own')
+  await t.rejects(launcher.run('/nonexistent/tool', []), { code: 'ENOENT' }, 'a missing program is an error of that run')
+  await t.rejects(launcher.run(bundled.ffprobe, ['-v', 'error', 'file:/nonexistent.mov']), { message: /Command failed/ }, 'a failing program is an error of that run')
+
+  const hanging = launcher.run('/bin/sleep', ['30'])
+  await new Promise((r) => setTimeout(r, 200))
+  process.kill(first, 'SIGKILL')
+  await t.rejects(hanging, { launcher: true, message: /launcher process exited/ }, 'a run cut off by the helper dying fails as the launcher’s fault, not the file’s')
+  t.match((await launcher.run(bundled.ffprobe, ['-hide_banner', '-version'])).stdout, /^ffprobe version/, 'the next run starts a new helper')
+  t.not(launcher.pid, first, 'a new process')
+  // an idle helper does not keep this process alive: were it referenced, the test file would never end
+  const idle = new Launcher()
+  await idle.run('/bin/true', [])
 })
 
 t.test('the bundled npm binaries analyse video and build a playable low-res proxy with its timecode [sqlite]', async (t) => {

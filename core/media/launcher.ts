@@ -1,0 +1,84 @@
+import { fork, type ChildProcess } from 'node:child_process'
+
+export interface LaunchResult {
+  stdout: string
+  stderr: string
+}
+
+/** whether the helper (its process handle and its IPC channel) keeps the server's event loop alive */
+function holdOpen(child: ChildProcess, hold: boolean) {
+  if (hold) {
+    child.ref()
+    child.channel?.ref()
+  } else {
+    child.unref()
+    child.channel?.unref()
+  }
+}
+
+interface Pending {
+  resolve(result: LaunchResult): void
+  reject(err: Error): void
+}
+
+/**
+ * Runs short-lived programs (ffprobe, once per file during an ingest) from a small helper process.
+ * fork() from the server itself cost 5-6 ms of its main thread per program, and afterwards every page
+ * of its heap took a copy-on-write fault: during an ingest of small clips the main thread spent more
+ * time on that than on the database. The helper is started on first use and restarted if it dies;
+ * arguments are an array, never a shell.
+ */
+export class Launcher {
+  private child?: ChildProcess
+  private nextId = 1
+  private readonly pending = new Map<number, Pending>()
+
+  run(file: string, args: string[], options: { timeoutMs?: number; maxBuffer?: number } = {}): Promise<LaunchResult> {
+    const child = this.helper()
+    const id = this.nextId++
+    return new Promise<LaunchResult>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject })
+      holdOpen(child, true)
+      child.send({ id, file, args, timeoutMs: options.timeoutMs ?? 60_000, maxBuffer: options.maxBuffer ?? 16 << 20 }, (err) => {
+        if (err) this.settle(id, Object.assign(err, { launcher: true }))
+      })
+    })
+  }
+
+  private helper(): ChildProcess {
+    if (this.child?.connected) return this.child
+    const child = fork(new URL('./launcher-process.js', import.meta.url), [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], execArgv: ['--max-old-space-size=64'] })
+    child.on('message', (msg: { id: number; stdout: string; stderr: string; error: { message: string; code: string | null } | null }) =>
+      this.settle(msg.id, msg.error ? Object.assign(new Error(msg.error.message), { code: msg.error.code, stderr: msg.stderr }) : null, { stdout: msg.stdout, stderr: msg.stderr }),
+    )
+    // a dead helper fails what it held; the next call starts a new one
+    child.on('exit', () => {
+      if (this.child === child) this.child = undefined
+      for (const id of [...this.pending.keys()]) this.settle(id, Object.assign(new Error('the launcher process exited'), { launcher: true }))
+    })
+    child.on('error', () => {})
+    holdOpen(child, false)
+    this.child = child
+    return child
+  }
+
+  private settle(id: number, err: Error | null, result?: LaunchResult) {
+    const p = this.pending.get(id)
+    if (!p) return
+    this.pending.delete(id)
+    // an idle helper must not keep the server's process alive
+    if (!this.pending.size && this.child) holdOpen(this.child, false)
+    if (err) p.reject(err)
+    else p.resolve(result!)
+  }
+
+  /** the helper's process id while it runs */
+  get pid(): number | undefined {
+    return this.child?.pid
+  }
+
+  close(): void {
+    this.child?.kill()
+    this.child = undefined
+  }
+}
