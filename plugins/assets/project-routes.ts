@@ -32,7 +32,7 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
 
   // plain rows, no entity hydration: a page of 100 assets costs a query and a loop (PERFORMANCE.md)
   routes.get('/projects/:id/assets', { access: 'authenticated', params: IdParams, input: ListAssetsInput, summary: 'assets of a project folder (paginated)' }, async (ctx) => {
-    const { project } = await projects(ctx).readable(ctx, ctx.params.id)
+    const project = await projects(ctx).readableSummary(ctx, ctx.params.id)
     const { page = 1, per_page = 100, type, online } = ctx.input
     const where = inProjectFolder(ctx, project.id)
     if (type) where.where('type', type)
@@ -45,7 +45,7 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
   })
 
   routes.get('/projects/:id/count_assets', { access: 'authenticated', params: IdParams, input: CountInput, summary: 'number of assets inside a folder' }, async (ctx) => {
-    const { project } = await projects(ctx).readable(ctx, ctx.params.id)
+    const project = await projects(ctx).readableSummary(ctx, ctx.params.id)
     const [{ count }] = await inProjectFolder(ctx, project.id).count({ count: '*' })
     return { hash: { count: Number(count), folder: ctx.input.folder ?? '', recursive: ctx.input.recursive ?? false } }
   })
