@@ -40,6 +40,9 @@
  *           the original at download time (3 rounds in turn with the ceiling, medians), each with
  *           MB/s and the server's peak RSS growth; the download ceiling is a bare Koa server
  *           streaming the original file, in a child process too.
+ *   upload  (first database) POST inject_uploads of the --big-mb file as one multipart part from a
+ *           file-backed Blob: MB/s beside a stream copy of the file, and the server's RSS growth
+ *           (the upload is streamed to disk, never held in memory).
  *   list    (every database) 100,000 asset rows (1,000 folders × 100) inserted with knex batch
  *           inserts, ANALYZE (PostgreSQL: VACUUM ANALYZE), then 200 sequential requests each of:
  *           GET /session/user_id (the baseline), a folder page, the first and the 500th page of
@@ -52,7 +55,8 @@
  */
 import { execFile, fork, spawn, type ChildProcess } from 'node:child_process'
 import { createHash, randomBytes, randomFillSync, randomUUID } from 'node:crypto'
-import { createReadStream, readFileSync, writeFileSync } from 'node:fs'
+import { createReadStream, createWriteStream, readFileSync, writeFileSync } from 'node:fs'
+import { pipeline } from 'node:stream/promises'
 import { copyFile, link, mkdir, mkdtemp, open, rm, stat } from 'node:fs/promises'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -937,6 +941,48 @@ async function zip(server: Child, fx: Fixtures, rounds = 3): Promise<ZipResult> 
   }
 }
 
+interface UploadResult {
+  bytes: number
+  seconds: number
+  mbps: number
+  rss: { baseMb: number; peakMb: number; growthMb: number }
+  load: number
+  copyMbps: number
+  copyLoad: number
+}
+
+/**
+ * POST /projects/:id/inject_uploads of the big file as one multipart part, sent from a file-backed
+ * Blob (the client holds none of it in memory either); the server's RSS is sampled throughout.
+ * Ceiling: a stream copy of the file on the same disk.
+ */
+async function upload(server: Child, fx: Fixtures): Promise<UploadResult> {
+  const { openAsBlob } = await import('node:fs')
+  const project = (await server.api('POST', '/projects', { project: { name: 'Upload bench' } }, 201)).body.project
+  log('stream copy (upload ceiling) …')
+  const copy = path.join(fx.dir, 'copy.bin')
+  let l = load()
+  let t0 = performance.now()
+  await pipeline(createReadStream(fx.bigFile, { highWaterMark: MiB }), createWriteStream(copy, { highWaterMark: MiB }))
+  const copySeconds = (performance.now() - t0) / 1000
+  const copyLoad = Math.max(l, load())
+  await rm(copy, { force: true })
+
+  log(`inject_uploads of ${f(fx.bigBytes / MiB)} MiB …`)
+  const form = new FormData()
+  form.append('path', 'Uploads')
+  form.append('file', await openAsBlob(fx.bigFile), 'A003C001.mov')
+  l = load()
+  const mem = watchMemory(server.pid)
+  t0 = performance.now()
+  const res = await fetch(`${server.base}${API}/projects/${project.id}/inject_uploads`, { method: 'POST', headers: { authorization: `Bearer ${server.ready.token}` }, body: form })
+  const body = await res.json()
+  const seconds = (performance.now() - t0) / 1000
+  const rss = mem.stop()
+  if (res.status !== 201 || Number(body.assets?.[0]?.size) !== fx.bigBytes) throw new Error(`upload: ${res.status} ${JSON.stringify(body).slice(0, 300)}`)
+  return { bytes: fx.bigBytes, seconds, mbps: fx.bigBytes / 1e6 / seconds, rss, load: Math.max(l, load()), copyMbps: fx.bigBytes / 1e6 / copySeconds, copyLoad }
+}
+
 interface ListResult {
   db: Db
   rows: number
@@ -1003,6 +1049,7 @@ interface Results {
   proxy?: ProxyResult
   hash?: Rate[]
   zip?: ZipResult
+  upload?: UploadResult
   list: ListResult[]
 }
 
@@ -1060,6 +1107,14 @@ function report(r: Results, options: { bigMb: number }) {
     console.log(`| prepare (CRC computed) + download, end to end | ${f(endToEnd(z.prepareSeconds))} | ${x(endToEnd(z.prepareSeconds) / z.koaMbps)} (of Koa) | – | – |`)
     console.log(`\nRange request (bytes=100-199): ${z.rangeOk ? '206 with 100 bytes' : 'WRONG'}.`)
   }
+  if (r.upload) {
+    const u = r.upload
+    console.log(`\n### Upload: inject_uploads of a ${options.bigMb} MiB file (one multipart part)\n`)
+    console.log('| what | MB/s | ratio to ceiling | server RSS growth | load |')
+    console.log('|---|---|---|---|---|')
+    console.log(`| ceiling: stream copy of the file on the same disk | ${f(u.copyMbps)} | 1.00× | – | ${f(u.copyLoad)} |`)
+    console.log(`| POST inject_uploads, 201 with the asset | ${f(u.mbps)} | ${x(u.mbps / u.copyMbps)} | +${f(u.rss.growthMb)} MB (peak ${f(u.rss.peakMb)} MB) | ${f(u.load)} |`)
+  }
   if (r.list.length) {
     console.log('\n### GET /projects/:id/assets with 100,000 assets in one project\n')
     for (const l of r.list) console.log(`${l.db}: ${l.rows} rows inserted in ${f(l.insertSeconds)} s (${f(l.rows / l.insertSeconds)} rows/s, knex batches of 500 in one transaction).`)
@@ -1092,7 +1147,7 @@ async function main() {
       'per-folder': { type: 'string', default: '100' },
       requests: { type: 'string', default: '200' },
       only: { type: 'string' },
-      sections: { type: 'string', default: 'ingest,proxy,hash,zip,list' },
+      sections: { type: 'string', default: 'ingest,proxy,hash,zip,upload,list' },
       profile: { type: 'string' },
       'ingest-on': { type: 'string' },
       json: { type: 'boolean', default: false },
@@ -1145,7 +1200,7 @@ async function main() {
       fx.smallClip = path.join(fx.dir, 'small.mp4')
       await ffmpeg(['-f', 'lavfi', '-i', 'testsrc2=size=160x120:rate=25:duration=1', '-f', 'lavfi', '-i', 'sine=frequency=1000:sample_rate=48000:duration=1', '-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', '-c:a', 'aac', '-shortest', fx.smallClip])
     }
-    if (sections.has('hash') || sections.has('zip')) {
+    if (sections.has('hash') || sections.has('zip') || sections.has('upload')) {
       log(`writing a ${o.bigMb} MiB file …`)
       fx.bigFile = path.join(fx.dir, 'big.bin')
       const chunk = randomBytes(16 * MiB)
@@ -1165,7 +1220,7 @@ async function main() {
       results.hash = await hashing(fx)
     }
 
-    const serverSections = ['ingest', 'proxy', 'zip', 'list'].filter((name) => sections.has(name))
+    const serverSections = ['ingest', 'proxy', 'zip', 'upload', 'list'].filter((name) => sections.has(name))
     for (const [n, db] of (serverSections.length ? dbs : []).entries()) {
       const dataDir = path.join(root, `data-${db}`)
       await mkdir(dataDir, { recursive: true })
@@ -1182,6 +1237,7 @@ async function main() {
         }
         if (n === 0 && sections.has('proxy')) results.proxy = await proxy(server, fx, o.proxySeconds)
         if (n === 0 && sections.has('zip')) results.zip = await zip(server, fx)
+        if (n === 0 && sections.has('upload')) results.upload = await upload(server, fx)
         if (sections.has('list')) results.list.push(await listing(server, db, o))
       } finally {
         await server.stop()
