@@ -183,7 +183,8 @@ async function serverMain(spec: ServerSpec) {
   const token = (await createApiKey(em, admin, 'bench')).secret
 
   let captured: Array<{ sql: string; bindings: unknown[] }> | null = null
-  knex.on('query', (q: { sql: string; bindings?: unknown[] }) => captured?.push({ sql: q.sql, bindings: q.bindings ?? [] }))
+  // knex reports PostgreSQL queries with native `$n` placeholders; knex.raw (EXPLAIN, timing) takes `?`
+  knex.on('query', (q: { sql: string; bindings?: unknown[] }) => captured?.push({ sql: q.sql.replace(/\$\d+/g, '?'), bindings: q.bindings ?? [] }))
 
   const handle = async (msg: Rpc): Promise<unknown> => {
     switch (msg.op) {

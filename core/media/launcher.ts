@@ -19,6 +19,8 @@ function holdOpen(child: ChildProcess, hold: boolean) {
 interface Pending {
   resolve(result: LaunchResult): void
   reject(err: Error): void
+  /** the helper the request went to */
+  child: ChildProcess
 }
 
 /**
@@ -37,7 +39,7 @@ export class Launcher {
     const child = this.helper()
     const id = this.nextId++
     return new Promise<LaunchResult>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject })
+      this.pending.set(id, { resolve, reject, child })
       holdOpen(child, true)
       child.send({ id, file, args, timeoutMs: options.timeoutMs ?? 60_000, maxBuffer: options.maxBuffer ?? 16 << 20 }, (err) => {
         if (err) this.settle(id, Object.assign(err, { launcher: true }))
@@ -54,7 +56,7 @@ export class Launcher {
     // a dead helper fails what it held; the next call starts a new one
     child.on('exit', () => {
       if (this.child === child) this.child = undefined
-      for (const id of [...this.pending.keys()]) this.settle(id, Object.assign(new Error('the launcher process exited'), { launcher: true }))
+      for (const [id, p] of [...this.pending]) if (p.child === child) this.settle(id, Object.assign(new Error('the launcher process exited'), { launcher: true }))
     })
     child.on('error', () => {})
     holdOpen(child, false)
