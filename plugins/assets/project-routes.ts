@@ -30,7 +30,9 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
     return inFolder(ctx.resolve<Knex>('knex')('assets').where('project_id', projectId), folder, Boolean(ctx.input.recursive))
   }
 
-  // plain rows, no entity hydration: a page of 100 assets costs a query and a loop (PERFORMANCE.md)
+  // plain rows, no entity hydration: a page of 100 assets costs a query and a loop (PERFORMANCE.md).
+  // (folder, name) is unique in a project (it is the path) and walks the index: no tie-breaker needed
+  // (an `id` after it made PostgreSQL sort every row before a deep OFFSET)
   routes.get('/projects/:id/assets', { access: 'authenticated', params: IdParams, input: ListAssetsInput, summary: 'assets of a project folder (paginated)' }, async (ctx) => {
     const project = await projects(ctx).readableSummary(ctx, ctx.params.id)
     const { page = 1, per_page = 100, type, online } = ctx.input
@@ -38,7 +40,7 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
     if (type) where.where('type', type)
     if (online !== undefined) where.where('online', online)
     const [{ total }] = await where.clone().count({ total: '*' })
-    const rows = await where.select(ASSET_COLUMNS).orderBy([{ column: 'folder' }, { column: 'name' }, { column: 'id' }]).limit(per_page).offset((page - 1) * per_page)
+    const rows = await where.select(ASSET_COLUMNS).orderBy([{ column: 'folder' }, { column: 'name' }]).limit(per_page).offset((page - 1) * per_page)
     const owner = { id: project.id, name: project.name }
     ctx.set('X-Total-Count', String(total))
     return { assets: rows.map((r: Record<string, unknown>) => serializeAsset(viewOfRow(r, owner))) }
