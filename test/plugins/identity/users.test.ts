@@ -1,6 +1,5 @@
 import t from 'tap'
-import type { AddressInfo } from 'node:net'
-import { SMTPServer } from 'smtp-server'
+import { parseMail, startMailCatcher } from '../../helpers/mail.js'
 import { assertProblem, onEachDatabase, startTestServer, databaseKinds, type TestServer } from '../../helpers/index.js'
 
 // invitations must not find a developer's SMTP settings in the environment
@@ -171,50 +170,6 @@ onEachDatabase(t, 'users: delete, the last administrator, and credentials that d
   assertProblem(t, await s.request('GET', '/session', { token: s.admin.token }), 401)
 })
 
-/** A local SMTP server that keeps what it receives. */
-async function startMailCatcher() {
-  const messages: Array<{ from: string; to: string[]; raw: string }> = []
-  const server = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS'],
-    logger: false,
-    // a mailbox that does not exist, to see what an invitation does when the SMTP server refuses it
-    onRcptTo(address, _session, callback) {
-      callback(address.address.startsWith('nobody@') ? Object.assign(new Error('No such mailbox'), { responseCode: 550 }) : undefined)
-    },
-    onData(stream, session, callback) {
-      const chunks: Buffer[] = []
-      stream.on('data', (c: Buffer) => chunks.push(c))
-      stream.on('end', () => {
-        messages.push({
-          from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
-          to: session.envelope.rcptTo.map((r) => r.address),
-          raw: Buffer.concat(chunks).toString('utf8'),
-        })
-        callback()
-      })
-    },
-  })
-  const port = await new Promise<number>((resolve) => {
-    const listening = server.listen(0, '127.0.0.1', () => resolve((listening.address() as AddressInfo).port))
-  })
-  return { port, messages, close: () => new Promise<void>((resolve) => server.close(() => resolve())) }
-}
-
-/** headers and a text body out of a raw message (quoted-printable or plain) */
-function parseMail(raw: string) {
-  const [head, ...rest] = raw.split(/\r?\n\r?\n/)
-  const headers: Record<string, string> = {}
-  for (const line of head.replace(/\r?\n[ \t]+/g, ' ').split(/\r?\n/)) {
-    const i = line.indexOf(':')
-    headers[line.slice(0, i).toLowerCase()] = line.slice(i + 1).trim()
-  }
-  let body = rest.join('\n\n')
-  if (/quoted-printable/i.test(headers['content-transfer-encoding'] ?? ''))
-    body = body.replace(/=\r?\n/g, '').replace(/=([0-9A-F]{2})/g, (_, hex) => String.fromCharCode(parseInt(hex, 16)))
-  else if (/base64/i.test(headers['content-transfer-encoding'] ?? '')) body = Buffer.from(body, 'base64').toString('utf8')
-  return { headers, body }
-}
 
 t.test('users: invitations through a real SMTP exchange', async (t) => {
   const mail = await startMailCatcher()
