@@ -1008,6 +1008,11 @@ async function listing(server: Child, db: Db, options: { folders: number; perFol
     { label: 'whole project, page 1: ?recursive=true&per_page=100', route: () => `${base}?recursive=true&per_page=100`, expectRows: Math.min(100, rows), expectTotal: rows },
     { label: `whole project, page ${deepPage}: ?recursive=true&per_page=100&page=${deepPage}`, route: () => `${base}?recursive=true&per_page=100&page=${deepPage}`, expectRows: Math.min(100, rows - (deepPage - 1) * 100), expectTotal: rows },
   ]
+  // the same deep page by keyset: `after` the last row of the page before it
+  const before = await server.api('GET', `${base}?recursive=true&per_page=100&page=${Math.max(1, deepPage - 1)}`)
+  const after = before.headers.get('x-next-after')
+  if (after && deepPage > 1)
+    kinds.push({ label: `whole project, page ${deepPage} by keyset: ?recursive=true&per_page=100&after=<last path of page ${deepPage - 1}>`, route: () => `${base}?recursive=true&per_page=100&after=${after}`, expectRows: Math.min(100, rows - (deepPage - 1) * 100), expectTotal: rows })
   // correctness once, and the shape of a row
   for (const k of kinds) {
     const r = await server.api('GET', k.route(1))

@@ -12,7 +12,7 @@ import type { ProjectService } from '../projects/service.js'
 import { Asset } from './entities.js'
 import { AddAssetsInput, CountInput, InjectInput, ListAssetsInput } from './schemas.js'
 import { cleanRelative, type AssetService } from './service.js'
-import { freeName, inFolder, moveFile } from './files.js'
+import { folderOf, freeName, inFolder, moveFile } from './files.js'
 import { ASSET_COLUMNS, serializeAsset, viewOfRow } from './asset-json.js'
 import type { Knex } from '../../core/db/orm.js'
 
@@ -35,15 +35,23 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
   // (an `id` after it made PostgreSQL sort every row before a deep OFFSET)
   routes.get('/projects/:id/assets', { access: 'authenticated', params: IdParams, input: ListAssetsInput, summary: 'assets of a project folder (paginated)' }, async (ctx) => {
     const project = await projects(ctx).readableSummary(ctx, ctx.params.id)
-    const { page = 1, per_page = 100, type, online } = ctx.input
+    const { page, per_page = 100, type, online, after } = ctx.input
+    if (after !== undefined && page !== undefined) throw invalidParam('page', 'cannot be combined with after')
     const where = inProjectFolder(ctx, project.id)
     if (type) where.where('type', type)
     if (online !== undefined) where.where('online', online)
     const [{ total }] = await where.clone().count({ total: '*' })
-    const rows = await where.select(ASSET_COLUMNS).orderBy([{ column: 'folder' }, { column: 'name' }]).limit(per_page).offset((page - 1) * per_page)
+    const rows = where.select(ASSET_COLUMNS).orderBy([{ column: 'folder' }, { column: 'name' }]).limit(per_page)
+    // keyset paging seeks in the (project, folder, name) index: page 500 costs what page 1 does, unlike OFFSET
+    if (after !== undefined) {
+      const last = cleanRelative(after, 'after')
+      rows.whereRaw('(folder, name) > (?, ?)', [folderOf(last), path.posix.basename(last)])
+    } else rows.offset(((page ?? 1) - 1) * per_page)
+    const found = await rows
     const owner = { id: project.id, name: project.name }
     ctx.set('X-Total-Count', String(total))
-    return { assets: rows.map((r: Record<string, unknown>) => serializeAsset(viewOfRow(r, owner))) }
+    if (found.length === per_page) ctx.set('X-Next-After', encodeURIComponent(found[found.length - 1].path))
+    return { assets: found.map((r: Record<string, unknown>) => serializeAsset(viewOfRow(r, owner))) }
   })
 
   routes.get('/projects/:id/count_assets', { access: 'authenticated', params: IdParams, input: CountInput, summary: 'number of assets inside a folder' }, async (ctx) => {

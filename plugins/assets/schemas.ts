@@ -15,6 +15,8 @@ export const ListAssetsInput = Type.Object(
     recursive: Type.Optional(Type.Boolean()),
     type: Type.Optional(OneOf(['video', 'audio', 'image', 'other'])),
     online: Type.Optional(Type.Boolean()),
+    /** keyset paging: the rows after this path (the `X-Next-After` of the previous page), instead of `page` */
+    after: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
   },
   { additionalProperties: false },
 )

@@ -28,6 +28,21 @@ onEachDatabase(t, 'assets and count_assets of a project, by folder, paginated', 
   t.same(paths(await list({ folder: 'Media', recursive: 'true', per_page: '2', page: '3' })), [])
   t.same(paths(await list({ recursive: 'true', type: 'video' })), [])
   t.same(paths(await list({ folder: 'Nowhere' })), [])
+  // keyset paging: X-Next-After of one page is `after` of the next; the same rows in the same order as OFFSET pages
+  const byOffset = paths(await list({ recursive: 'true', per_page: '100' }))
+  const walked: string[] = []
+  for (let after: string | null = null, pages = 0; pages < 10; pages++) {
+    const reply = await list({ recursive: 'true', per_page: '3', ...(after ? { after } : {}) })
+    t.equal(reply.headers.get('x-total-count'), String(Object.keys(FILES).length))
+    walked.push(...paths(reply))
+    const next = reply.headers.get('x-next-after')
+    if (!next) break
+    after = decodeURIComponent(next)
+  }
+  t.same(walked, byOffset, 'keyset pages cover the project once, in order')
+  t.same(paths(await list({ folder: 'Media', recursive: 'true', after: 'Media/c.txt' })), ['Media/d.txt', 'Media/Sub/e.txt'].filter((x) => byOffset.indexOf(x) > byOffset.indexOf('Media/c.txt')), 'after a path, within a folder filter')
+  assertProblem(t, await list({ after: 'a.txt', page: '2' }), 422, ['page'])
+  assertProblem(t, await list({ after: '../outside' }), 422, ['after'])
   const json = await requestWithBody(s, 'GET', `/projects/${p.id}/assets`, { token: s.user.token, json: { folder: 'Media', recursive: false } })
   t.same(paths(json), ['Media/c.txt', 'Media/d.txt'], 'parameters as a JSON body')
 
