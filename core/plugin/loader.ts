@@ -2,6 +2,7 @@ import type { Resolver } from 'awilix'
 import type { Logger } from 'pino'
 import { BootError } from '../errors.js'
 import { compileSchema, type CompiledSchema } from '../http/validation.js'
+import { routePathProblem, routeShape } from '../http/router.js'
 import type { JobDefinition } from '../jobs/types.js'
 import type { MamConfig } from '../config.js'
 import type { EventBus } from '../events.js'
@@ -86,9 +87,12 @@ export async function loadPlugins(
         throw new BootError('ROUTE_NO_ACCESS', plugin.name, `${where} does not declare who may call it (access)`)
       if (!isKnownAccess(options.access, loaded))
         throw new BootError('ROUTE_NO_ACCESS', plugin.name, `${where} declares unknown access "${options.access}"`)
-      if (!path.startsWith('/') || path.endsWith('.json'))
+      if (typeof path !== 'string' || !path.startsWith('/') || path.endsWith('.json'))
         throw new BootError('PLUGIN_INVALID', plugin.name, `${where}: paths start with / and carry no .json suffix`)
-      const key = `${method} ${path.replace(/:[A-Za-z_]+/g, ':')}`
+      const problem = routePathProblem(path)
+      if (problem) throw new BootError('PLUGIN_INVALID', plugin.name, `${where}: ${problem}`)
+      // the router matches literal segments without regard to case: /Teams and /teams are one path
+      const key = `${method} ${routeShape(path)}`
       const owner = routeKeys.get(key)
       if (owner) throw new BootError('ROUTE_DUPLICATE', plugin.name, `${where} is already registered by "${owner}"`)
       routeKeys.set(key, plugin.name)

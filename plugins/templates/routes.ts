@@ -13,10 +13,9 @@ const MANAGE = 'templates.manage'
 export function registerTemplateRoutes({ routes }: RegisterApi) {
   const service = (ctx: MamContext) => ctx.resolve<TemplateService>('templates')
 
-  routes.get('/templates', { access: 'authenticated', summary: 'list all templates' }, async (ctx) => {
-    const s = service(ctx)
-    return { templates: (await s.list(ctx.em)).map((t) => s.serialize(t)) }
-  })
+  routes.get('/templates', { access: 'authenticated', summary: 'list all templates' }, async (ctx) => ({
+    templates: await service(ctx).listSerialized(ctx.resolve('knex')),
+  }))
 
   routes.get('/templates/:id', { access: 'authenticated', params: IdParams, summary: 'show a template' }, async (ctx) => {
     const s = service(ctx)

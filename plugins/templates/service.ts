@@ -1,5 +1,6 @@
 import { cp, mkdir, rename, rm, stat } from 'node:fs/promises'
 import path from 'node:path'
+import type { Knex } from '@mikro-orm/knex'
 import type { EntityManager } from '../../core/db/orm.js'
 import { iso } from '../../core/db/entity.js'
 import { conflict, notFound } from '../../core/errors.js'
@@ -14,6 +15,11 @@ export interface TemplateChanges {
   position?: number
   substitutionPatterns?: SubstitutionPattern[]
 }
+
+/** a timestamp column as the driver hands it over: a Date (PostgreSQL), or epoch milliseconds, or text (SQLite) */
+const timestamp = (v: unknown) =>
+  v instanceof Date ? v.toISOString() : iso(typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : (v as string | number | null))
+const LIST_COLUMNS = ['id', 'name', 'template_type', 'position', 'substitution_patterns', 'folder', 'created_at', 'updated_at']
 
 const exists = (p: string) => stat(p).then(() => true, () => false)
 
@@ -50,6 +56,26 @@ export class TemplateService {
 
   list(em: EntityManager): Promise<Template[]> {
     return em.find(Template, {}, { orderBy: { position: 'asc', id: 'asc' } })
+  }
+
+  /**
+   * `list`, serialised, from plain rows: GET /templates is read far more often than templates change,
+   * and building MikroORM entities (identity map, snapshots) cost several times the query.
+   */
+  async listSerialized(knex: Knex): Promise<Array<ReturnType<TemplateService['serialize']>>> {
+    const rows = await knex('templates').select(LIST_COLUMNS).orderBy([{ column: 'position' }, { column: 'id' }])
+    return rows.map((r) => ({
+      id: Number(r.id),
+      name: r.name as string,
+      template_type: r.template_type as string,
+      position: Number(r.position),
+      substitution_patterns: (typeof r.substitution_patterns === 'string' ? JSON.parse(r.substitution_patterns) : r.substitution_patterns ?? []).map(
+        ({ token, pattern }: SubstitutionPattern) => ({ token, pattern }),
+      ),
+      directory: path.join(this.root, r.folder),
+      created_at: timestamp(r.created_at),
+      updated_at: timestamp(r.updated_at),
+    }))
   }
 
   async get(em: EntityManager, id: number): Promise<Template> {

@@ -141,3 +141,24 @@ t.test('loadPlugins directly', async (t) => {
   )
   await t.rejects(loadPlugins([plugin('x', { dependsOn: ['y'] })], env), { code: 'PLUGIN_MISSING_DEPENDENCY', plugin: 'x' })
 })
+
+t.test('route paths: literal segments and :name parameters only; shapes clash without regard to case', async (t) => {
+  for (const [name, p] of [
+    ['wildcard', '/files/*rest'],
+    ['optional', '/files{/:name}'],
+    ['trailing', '/files/'],
+    ['empty-segment', '/files//meta'],
+    ['twice', '/files/:id/versions/:id'],
+    ['mid-segment', '/files/:name.:ext'],
+  ])
+    await bootFails(t, [withRoutes(name, (api) => api.routes.get(p, { access: 'public' }, ok))], 'PLUGIN_INVALID', name, [new RegExp(`GET ${p.replace(/[*{}.]/g, '\\$&')}`)])
+  await bootFails(
+    t,
+    [withRoutes('upper', (api) => api.routes.get('/Things/:id', { access: 'public' }, ok)), withRoutes('lower', (api) => api.routes.get('/things/:thing_id', { access: 'public' }, ok))],
+    'ROUTE_DUPLICATE',
+    'lower',
+    [/upper/],
+  )
+  const { loaded } = await describePlugins({ plugins: [withRoutes('fine', (api) => api.routes.get('/things/:thing_id/parts/:part', { access: 'public' }, ok))] })
+  t.ok(loaded.routes.some((r) => r.path === '/things/:thing_id/parts/:part'))
+})
