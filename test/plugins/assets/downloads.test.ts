@@ -131,6 +131,12 @@ onEachDatabase(t, 'downloads: highres zip, editing proxy, lowres package; foreig
   const expired = await get('highres', videoId, String(state.id))
   assertProblem(t, expired, 410, ['state_id'])
   t.match(expired.body.detail, /expired/)
+  // the clean-up job deletes states a week after they expired; younger ones keep answering 410
+  const [old] = await s.runtime.db.knex('asset_states').insert({ asset_id: videoId, user_id: s.user.id, kind: 'highres', purged: false, size: 10, expires_at: new Date(Date.now() - 8 * 86_400_000), created_at: now, updated_at: now }).returning('id')
+  const cleanup = await s.runtime.jobs.enqueue('assets.expire-downloads', {})
+  t.match(await waitForJobEnd(s, s.admin.token, cleanup.id), { state: 'finished', result: { removed: 1 } })
+  t.notOk(await row(s, 'asset_states', { id: old.id ?? old }), 'a state expired over a week ago is gone')
+  assertProblem(t, await get('highres', videoId, String(state.id)), 410, ['state_id'])
 
   // lowres: prepared, then downloaded with its state id (optional for download_lowres)
   const lowState = await prepare(s, reader.token, videoId, 'lowres')
