@@ -1,10 +1,11 @@
 import type { JobRegistrar } from '../../core/plugin/contract.js'
 import type { MediaTools } from '../../core/media/tools.js'
+import type { JobService } from '../../core/jobs/service.js'
 import { Project } from '../projects/entities.js'
 import type { ProjectService } from '../projects/service.js'
 import { Asset } from './entities.js'
 import { analyse } from './probe.js'
-import type { AssetService } from './service.js'
+import { assetJob, type AssetService } from './service.js'
 import { walkFiles } from './files.js'
 
 /** Jobs are at least once: each handler re-reads the asset and writes the same result on a rerun. */
@@ -31,7 +32,7 @@ export function defineAssetJobs(jobs: JobRegistrar) {
       }
       ctx.count(1, 0)
       await write({ type: result.type, duration: result.duration, metadata: result.metadata, analysisState: 'ready', analysisError: null, metadataChangedAt: new Date() })
-      if (result.type !== 'other') await ctx.resolve('jobs').enqueue('assets.proxy', { assetId: asset.id }, { userId: null, projectId: asset.project.id, assetId: asset.id, priority: asset.project.encodingPriority })
+      if (result.type !== 'other') await ctx.resolve<JobService>('jobs').enqueueMany([assetJob('assets.proxy', asset)])
       return { type: result.type }
     },
   })

@@ -6,7 +6,7 @@ import type { MediaTools } from '../../core/media/tools.js'
 import type { JobContext } from '../../core/jobs/types.js'
 import type { JobService } from '../../core/jobs/service.js'
 import { Asset } from './entities.js'
-import type { AssetService } from './service.js'
+import { assetJob, type AssetService } from './service.js'
 import type { ProxyStore } from './proxy-store.js'
 import { buildProxies, burnTimecode, DEFAULT_PROXY_SETTINGS, type ProxySettings } from './proxies.js'
 
@@ -98,8 +98,7 @@ export function defineProxyJobs(jobs: JobRegistrar, encodeConcurrency: number) {
         if (ctx.payload.action === 'convert-layout') {
           for (const asset of page) if (await store.migrate(asset)) done++
         } else {
-          const type = `assets.${ctx.payload.action}`
-          await ctx.resolve<JobService>('jobs').enqueueMany(page.map((asset) => ({ type, payload: { assetId: asset.id }, options: { userId: ctx.payload.userId ?? null, projectId: asset.project.id, assetId: asset.id, priority: asset.project.encodingPriority } })))
+          await ctx.resolve<JobService>('jobs').enqueueMany(page.map((asset) => assetJob(`assets.${ctx.payload.action}`, asset, ctx.payload.userId)))
           done += page.length
         }
         await ctx.em.flush()

@@ -7,7 +7,7 @@ import type { JobService } from '../../core/jobs/service.js'
 import type { MediaTools } from '../../core/media/tools.js'
 import { serializeJob } from '../../core/system/status-routes.js'
 import type { ProjectService } from '../projects/service.js'
-import type { AssetService } from './service.js'
+import { assetJob, type AssetService } from './service.js'
 import type { ProxyStore } from './proxy-store.js'
 import type { Asset } from './entities.js'
 import { sendFile } from './serve-file.js'
@@ -57,7 +57,8 @@ export function registerProxyRoutes({ routes }: RegisterApi) {
   routes.post('/assets/:id/reencode', { access: 'authenticated', params: IdParams, input: Empty, summary: 'create new proxies' }, async (ctx) => {
     const asset = await assets(ctx).writable(ctx, ctx.params.id)
     await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
-    const job = await jobs(ctx).enqueue('assets.proxy', { assetId: asset.id }, { userId: ctx.user!.userId, projectId: asset.project.id, assetId: asset.id, priority: asset.project.encodingPriority })
+    const { type, payload, options } = assetJob('assets.proxy', asset, ctx.user!.userId)
+    const job = await jobs(ctx).enqueue(type, payload, options)
     ctx.status = 202
     return { job: serializeJob(job) }
   })

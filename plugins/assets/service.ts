@@ -14,6 +14,13 @@ import { serializeAsset } from './asset-json.js'
 
 const REGISTER_BATCH = 250
 
+/** a job about one asset: its project's id and encoding priority go with it (status routes, claim order) */
+export const assetJob = (type: string, asset: Pick<Asset, 'id' | 'project'>, userId?: number | null) => ({
+  type,
+  payload: { assetId: asset.id },
+  options: { userId: userId ?? null, projectId: asset.project.id, assetId: asset.id, priority: asset.project.encodingPriority },
+})
+
 /** a client path relative to a project, cleaned: `a//b/./c` → `a/b/c` */
 export const cleanRelative = (input: string, param: string) => relativeSegments(input, param).join('/')
 
@@ -96,9 +103,7 @@ export class AssetService {
 
   /** queues an analysis job per asset, in one statement */
   analyseLater(assets: Asset[], userId?: number) {
-    return this.jobs.enqueueMany(
-      assets.map((a) => ({ type: 'assets.analyse', payload: { assetId: a.id }, options: { userId: userId ?? null, projectId: a.project.id, assetId: a.id, priority: a.project.encodingPriority } })),
-    )
+    return this.jobs.enqueueMany(assets.map((a) => assetJob('assets.analyse', a, userId)))
   }
 
   serialize(a: Asset) {
