@@ -7,6 +7,7 @@ import type { Migration } from '../db/migrator.js'
 import type { MamConfig } from '../config.js'
 import type { Logger } from 'pino'
 import type { EventBus } from '../events.js'
+import type { CredentialResolver } from '../http/credentials.js'
 
 /**
  * Who may call a route: nobody needs to sign in (`public`), any signed-in user (`authenticated`),
@@ -26,6 +27,13 @@ export interface RouteOptions {
   multipart?: { maxFileSize: number; maxFiles?: number }
   /** a JSON body that is not an object (a bare string or array) is taken as this parameter */
   bodyKey?: string
+  /**
+   * Rails' wrap_parameters: the name of an object property of `input` (`'team'`); when the request
+   * has no such key, top-level parameters that are attributes of it are taken as if sent inside it
+   */
+  wrap?: string
+  /** principals limited to a scope (a guest link's `scope.kind`) reach this route only when it lists that kind */
+  scopes?: string[]
   /** one line shown by `mamkit routes` and in the OpenAPI document */
   summary?: string
 }
@@ -51,9 +59,15 @@ export interface JobRegistrar {
   define<P = unknown>(type: string, definition: JobDefinition<P>): void
 }
 
+export interface CredentialRegistrar {
+  /** another way to authenticate, asked after the core's API keys and login tokens and the resolvers added before it */
+  add(resolver: CredentialResolver): void
+}
+
 export interface RegisterApi {
   routes: RouteRegistrar
   jobs: JobRegistrar
+  credentials: CredentialRegistrar
   /** add a service to the root container; other plugins resolve it by name */
   provide(name: string, resolver: Resolver<unknown>): void
   events: EventBus

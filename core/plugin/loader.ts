@@ -3,6 +3,8 @@ import type { Logger } from 'pino'
 import { BootError } from '../errors.js'
 import { compileSchema, type CompiledSchema } from '../http/validation.js'
 import { routePathProblem, routeShape } from '../http/router.js'
+import { checkResolver, type CredentialResolver } from '../http/credentials.js'
+import { wrapSpecOf } from '../http/wrap.js'
 import type { JobDefinition } from '../jobs/types.js'
 import type { MamConfig } from '../config.js'
 import type { EventBus } from '../events.js'
@@ -26,6 +28,8 @@ export interface LoadedPlugins {
   services: Map<string, { plugin: string; resolver: Resolver<unknown> }>
   /** role_matrix keys: capability → description */
   capabilities: Map<string, { plugin: string; description: string }>
+  /** ways to authenticate that plugins added, in registration order */
+  credentials: CredentialResolver[]
 }
 
 const NAME = /^[a-z][a-z0-9-]*$/
@@ -66,7 +70,7 @@ export async function loadPlugins(
   env: { config: MamConfig; log: Logger; events: EventBus },
 ): Promise<LoadedPlugins> {
   const plugins = sortPlugins(input)
-  const loaded: LoadedPlugins = { plugins, routes: [], jobs: new Map(), services: new Map(), capabilities: new Map() }
+  const loaded: LoadedPlugins = { plugins, routes: [], jobs: new Map(), services: new Map(), capabilities: new Map(), credentials: [] }
   const routeKeys = new Map<string, string>()
 
   for (const plugin of plugins) {
@@ -96,6 +100,8 @@ export async function loadPlugins(
       const owner = routeKeys.get(key)
       if (owner) throw new BootError('ROUTE_DUPLICATE', plugin.name, `${where} is already registered by "${owner}"`)
       routeKeys.set(key, plugin.name)
+      const wrapProblem = options.wrap === undefined ? undefined : wrapSpecOf(options.input, options.wrap)
+      if (typeof wrapProblem === 'string') throw new BootError('SCHEMA_INVALID', plugin.name, `${where}: ${wrapProblem}`)
       loaded.routes.push({
         ...options,
         method,
@@ -114,6 +120,13 @@ export async function loadPlugins(
           loaded.jobs.set(type, { ...definition, type, plugin: plugin.name })
         },
       },
+      credentials: {
+        add(resolver) {
+          const problem = checkResolver(resolver, loaded.credentials)
+          if (problem) throw new BootError('PLUGIN_INVALID', plugin.name, problem)
+          loaded.credentials.push(resolver)
+        },
+      },
       provide(name, resolver) {
         const owner = loaded.services.get(name)
         if (owner) throw new BootError('PLUGIN_INVALID', plugin.name, `service "${name}" is already provided by "${owner.plugin}"`)
@@ -124,7 +137,6 @@ export async function loadPlugins(
       log: env.log.child({ plugin: plugin.name }),
     })
   }
-  loaded.routes.sort(bySpecificity)
   return loaded
 }
 
@@ -139,16 +151,4 @@ function compile(plugin: string, where: string, part: string, schema: RouteOptio
   } catch (err) {
     throw new BootError('SCHEMA_INVALID', plugin, `${where} ${part} schema: ${(err as Error).message}`)
   }
-}
-
-/** Static segments before parameters, so `/projects/search` is not taken for `/projects/:id`. */
-function bySpecificity(a: RouteDefinition, b: RouteDefinition): number {
-  const sa = a.path.split('/')
-  const sb = b.path.split('/')
-  for (let i = 0; i < Math.min(sa.length, sb.length); i++) {
-    const pa = sa[i].startsWith(':')
-    const pb = sb[i].startsWith(':')
-    if (pa !== pb) return pa ? 1 : -1
-  }
-  return 0
 }
