@@ -70,14 +70,13 @@ export function routeHandler(route: CompiledRoute, deps: DispatchDeps): RouteHan
     const input = mergeInput(query, body, ctx.params, route.bodyKey)
     // a credential in the query string (?auth_token=) does not make a JSON body's values strings
     ctx.typedInput = ctx.req.headers['content-type'] !== undefined && Boolean(ctx.is(JSON_TYPES)) && Object.keys(query).every((k) => RESERVED_PARAMS.includes(k))
-    const moved = wrap && wrapParams(input, wrap)
-    if (!moved) return run(ctx, input)
+    if (!wrap || !wrapParams(input, wrap)) return run(ctx, input)
     try {
       return run(ctx, input)?.catch((err) => {
-        throw unwrapNames(err, wrap.key, moved)
+        throw unwrapNames(err, wrap)
       })
     } catch (err) {
-      throw unwrapNames(err, wrap.key, moved)
+      throw unwrapNames(err, wrap)
     }
   }
 

@@ -10,10 +10,8 @@ import { MamError } from '../errors.js'
  */
 export interface WrapSpec {
   key: string
-  /** properties of the wrapped object schema */
+  /** properties of the wrapped object schema that are not top-level parameters of the route too: these move */
   attributes: ReadonlySet<string>
-  /** the input schema's own top-level properties: never moved */
-  topLevel: ReadonlySet<string>
 }
 
 /** the wrap of a route, or why its `wrap` and `input` do not fit together */
@@ -22,30 +20,33 @@ export function wrapSpecOf(input: TSchema | undefined, key: string): WrapSpec | 
   if (!properties) return `wrap: "${key}" needs an input object schema`
   const wrapped = properties[key]?.properties
   if (!wrapped || typeof wrapped !== 'object') return `wrap: "${key}" must name a property of the input schema that is an object schema`
-  return { key, attributes: new Set(Object.keys(wrapped)), topLevel: new Set(Object.keys(properties)) }
+  return { key, attributes: new Set(Object.keys(wrapped).filter((name) => !(name in properties))) }
 }
 
-/** moves the attributes sent at the top level into the wrapped object; the moved keys, or undefined when nothing moved */
-export function wrapParams(input: Record<string, unknown>, spec: WrapSpec): string[] | undefined {
-  if (input[spec.key] !== undefined) return undefined
-  let moved: string[] | undefined
+/** moves the attributes sent at the top level into the wrapped object; whether any moved */
+export function wrapParams(input: Record<string, unknown>, spec: WrapSpec): boolean {
+  if (input[spec.key] !== undefined) return false
+  let wrapped: Record<string, unknown> | undefined
   for (const name of Object.keys(input)) {
-    if (!spec.attributes.has(name) || spec.topLevel.has(name)) continue
-    const wrapped = ((input[spec.key] as Record<string, unknown> | undefined) ??= {})
+    if (!spec.attributes.has(name)) continue
+    wrapped ??= input[spec.key] = {}
     wrapped[name] = input[name]
     delete input[name]
-    ;(moved ??= []).push(name)
   }
-  return moved
+  return wrapped !== undefined
 }
 
-/** a problem whose parameter names follow the wrapped form (`team[name]`) renamed to what the client sent (`name`) */
-export function unwrapNames(err: unknown, key: string, moved: string[]): unknown {
+/**
+ * A problem of a request whose parameters were wrapped, named the way the client sent them:
+ * `team[name]` → `name`, in `errors` and in the detail (also for attributes it did not send: a
+ * missing `password` of a top-level `{"username": …}`).
+ */
+export function unwrapNames(err: unknown, spec: WrapSpec): unknown {
   if (!(err instanceof MamError) || !err.extra.errors) return err
   const rename = (text: string) => {
-    for (const name of moved) text = text.split(`${key}[${name}]`).join(name)
+    for (const name of spec.attributes) text = text.split(`${spec.key}[${name}]`).join(name)
     return text
   }
-  const errors = err.extra.errors.map((e) => ({ ...e, param: e.param.startsWith(`${key}[`) ? rename(e.param) : e.param }))
+  const errors = err.extra.errors.map((e) => ({ ...e, param: rename(e.param) }))
   return new MamError(err.code, rename(err.detail), { ...err.extra, errors })
 }

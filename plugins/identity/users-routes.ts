@@ -38,7 +38,7 @@ export function registerUserRoutes({ routes, events }: RegisterApi) {
 
   routes.get('/users/:id', { access: 'authenticated', params: IdParams, summary: 'show a user' }, async (ctx) => ({ user: await view(ctx, await findUser(ctx, ctx.params.id)) }))
 
-  routes.post('/users', { access: 'admin', input: UserInput, summary: 'create a user' }, async (ctx) => {
+  routes.post('/users', { access: 'admin', input: UserInput, wrap: 'user', summary: 'create a user' }, async (ctx) => {
     const fields = required(ctx.input.user, ['username', 'password'])
     const user = await createUser(ctx.em, accountOf(fields))
     await ctx.resolve<TeamService>('teams').ensureOwnTeam(ctx.em, user)
@@ -46,7 +46,7 @@ export function registerUserRoutes({ routes, events }: RegisterApi) {
     return { user: await view(ctx, user) }
   })
 
-  routes.put('/users/:id', { access: 'authenticated', params: IdParams, input: UserInput, summary: 'update a user (self: own profile and password; admin: everything)' }, async (ctx) => {
+  routes.put('/users/:id', { access: 'authenticated', params: IdParams, input: UserInput, wrap: 'user', summary: 'update a user (self: own profile and password; admin: everything)' }, async (ctx) => {
     const me = ctx.user!
     const user = await findUser(ctx, ctx.params.id)
     if (user.id !== me.userId && !me.isAdmin) throw forbidden('You may only change your own profile')
@@ -83,7 +83,7 @@ export function registerUserRoutes({ routes, events }: RegisterApi) {
     return body
   })
 
-  routes.post('/users/invite', { access: 'admin', input: UserInput, summary: 'create a user without a password and email an invitation' }, async (ctx) => {
+  routes.post('/users/invite', { access: 'admin', input: UserInput, wrap: 'user', summary: 'create a user without a password and email an invitation' }, async (ctx) => {
     const fields = required(ctx.input.user, ['username', 'email'])
     if (fields.password !== undefined) throw invalidParam('user[password]', 'is set by the invited user')
     const mailer = ctx.resolve<Mailer>('mailer')
