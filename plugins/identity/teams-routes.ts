@@ -19,7 +19,7 @@ const UserParams = Type.Object({ user_id: IdParam })
 export function registerTeamRoutes({ routes, events }: RegisterApi) {
   const teams = (ctx: MamContext) => ctx.resolve<TeamService>('teams')
   const showTeam = async (ctx: MamContext, team: Team) => teams(ctx).one(ctx.em, team)
-  const showUser = async (ctx: MamContext, user: User) => ctx.resolve<UserViews>('userViews').one(ctx.em, user)
+  const showUser = async (ctx: MamContext, user: User) => ctx.resolve<UserViews>('userViews').one(ctx.em, user, ctx.user!)
   // team membership decides access: cached principals must see it at once
   const changed = (userId: number) => events.emit('auth.user-changed', { userId })
 
