@@ -1,8 +1,9 @@
-import { readdir } from 'node:fs/promises'
+import { mkdir, mkdtemp, readdir, rm, utimes, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib'
 import t from 'tap'
-import { assertProblem, onEachDatabase, type TestServer } from '../helpers/index.js'
+import { assertProblem, databaseKinds, onEachDatabase, scratchDatabase, startTestServer, type TestServer } from '../helpers/index.js'
 import { echoPlugin } from '../fixtures/echo-plugin.js'
 
 const options = { extraPlugins: [echoPlugin] }
@@ -128,3 +129,30 @@ onEachDatabase(
   },
   options,
 )
+
+for (const db of databaseKinds()) {
+  t.test(`upload temp files a killed process left are removed at start, and only those [${db}]`, async (t) => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'mamkit-stale-'))
+    const scratch = await scratchDatabase(db)
+    const uploads = path.join(dataDir, 'tmp', 'uploads')
+    await mkdir(uploads, { recursive: true })
+    await mkdir(path.join(dataDir, 'tmp', 'other'), { recursive: true })
+    const hourAgo = new Date(Date.now() - 3_600_000)
+    for (const file of [path.join(uploads, 'left-by-a-crash'), path.join(dataDir, 'tmp', 'other', 'old-but-not-ours')]) {
+      await writeFile(file, 'partial upload')
+      await utimes(file, hourAgo, hourAgo)
+    }
+    // written after this process started: another process's upload in progress, as far as the server can tell
+    await writeFile(path.join(uploads, 'in-progress'), 'still arriving')
+    await mkdir(path.join(uploads, 'a-folder'))
+
+    const s = await startTestServer({ db, dataDir, databaseUrl: scratch.databaseUrl })
+    t.teardown(async () => {
+      await s.close()
+      await scratch.drop()
+      await rm(dataDir, { recursive: true, force: true })
+    })
+    t.same((await readdir(uploads)).sort(), ['a-folder', 'in-progress'], 'the stale file is gone; the newer one and folders stay')
+    t.same(await readdir(path.join(dataDir, 'tmp', 'other')), ['old-but-not-ours'], 'nothing outside the upload folder is touched')
+  })
+}
