@@ -158,8 +158,9 @@ export class MamRuntime {
     })
     try {
       await client.connect()
-      await client.query(`listen ${NOTIFY_CHANNEL}`)
+      // jobs last: test/core/jobs.test.ts finds the listener by its last statement
       await client.query(`listen ${AUTH_CHANNEL}`)
+      await client.query(`listen ${NOTIFY_CHANNEL}`)
       this.container.resolve<AuthService>('auth').applyRemote('all') // anything revoked while nobody listened
       this.runner.wake() // anything enqueued while nobody listened
     } catch (err) {
