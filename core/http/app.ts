@@ -17,8 +17,6 @@ import { dispatch, noAnswer, routeHandler, type RouteHandler, type Routed } from
 import { hasUploads, removeUploads } from './uploads.js'
 import type { MamContext } from './context.js'
 
-export { nextRequestId } from './request-id.js'
-
 export interface HttpDeps {
   routes: CompiledRoute[]
   container: AwilixContainer
