@@ -71,6 +71,14 @@ for (const db of databaseKinds()) {
     t.match(slowBody.state.received, /"code":"request_timeout"/)
     t.match(slowBody.state.received, /did not arrive within 0\.6 s/)
 
+    // an error answered before the body was read (no such route): the rest of the body is not waited for
+    const unread = connect(port)
+    await unread.ready
+    unread.socket.write(`POST /api/v1/no/such/route HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"a": `)
+    t.ok(await within(400, unread.closed), 'answered and closed at once, before any timeout')
+    t.match(unread.state.received, /^HTTP\/1\.1 404 /)
+    t.match(unread.state.received, /Connection: close/i)
+
     // an upload that takes longer than the request timeout but keeps moving
     const boundary = 'timeout-boundary'
     const head = `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="slow.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`
