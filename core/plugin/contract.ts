@@ -7,7 +7,7 @@ import type { JobDefinition } from '../jobs/types.js'
 import type { JobType } from '../jobs/define.js'
 import type { Migration } from '../db/migrator.js'
 import type { MamConfig } from '../config.js'
-import type { EventBus } from '../events.js'
+import type { EventBus, EventType } from '../events.js'
 import type { Principal } from '../auth/principal.js'
 import type { ServiceRef, ServiceResolver } from './services.js'
 
@@ -115,6 +115,8 @@ export interface PluginDefinition<S extends TSchema = TSchema> {
   migrations?: Migration[]
   /** role_matrix keys this plugin contributes */
   capabilities?: Record<string, string>
+  /** the catalogue events this plugin publishes (`defineEvent('<plugin>.<what-happened>', …)`) */
+  events?: EventType<any>[]
   /**
    * The plugin's settings as a TypeBox object schema with defaults. Values come from
    * `config.plugins.<name>`; they are validated at boot (a coded boot error names the setting).

@@ -136,6 +136,15 @@ export async function loadPlugins(
       })
     }
     loaded.settings.load(plugin, env.config.plugins[plugin.name])
+    for (const event of plugin.events ?? []) {
+      if (event.plugin !== plugin.name && plugin.name !== 'core')
+        throw new BootError('EVENT_INVALID', plugin.name, `event "${event.name}" must start with the plugin's name ("${plugin.name}.<what-happened>")`)
+      try {
+        env.events.declare(event)
+      } catch (err) {
+        throw new BootError('EVENT_INVALID', plugin.name, (err as Error).message)
+      }
+    }
     const reachable = loaded.reachable.get(plugin.name)!
     await plugin.register?.({
       routes: { get: add('GET'), post: add('POST'), put: add('PUT'), patch: add('PATCH'), delete: add('DELETE') },

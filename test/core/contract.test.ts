@@ -122,3 +122,30 @@ t.test('settings: validated at boot with defaults, a bad value names the setting
   err = await bootError(() => describePlugins({ plugins: [encoder], config: { plugins: { encoder: { encodeConcurency: 2 } } } }))
   t.match(err.message, /setting plugins\.encoder\.encodeConcurency is not a known parameter/, 'a misspelt setting is named')
 })
+
+t.test('catalogue events: declared by their plugin, payloads checked when published', async (t) => {
+  const { defineEvent } = await import('../../core/events.js')
+  const ingested = defineEvent('media.ingested', { payload: Type.Object({ name: Type.String() }, { additionalProperties: false }), description: 'a file became an asset', subject: 'asset' })
+  const undeclared = defineEvent('media.vanished', { payload: Type.Object({}), description: 'never declared', subject: 'asset' })
+  t.throws(() => defineEvent('ingested', { payload: Type.Object({}), description: '', subject: 'asset' }), /<plugin>\.<what-happened>/)
+
+  const err = await bootError(() => describePlugins({ plugins: [plugin('other', { events: [ingested] })] }))
+  t.equal(err.code, 'EVENT_INVALID')
+  t.match(err.message, /media\.ingested/)
+
+  const { loaded } = await describePlugins({ plugins: [plugin('media', { events: [ingested] })] })
+  t.ok(loaded)
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'mamkit-events-'))
+  const runtime = await MamRuntime.create({ plugins: [plugin('media', { events: [ingested] })], config: { dataDir, logLevel: 'silent' }, runJobs: false })
+  t.teardown(async () => {
+    await runtime.close()
+    await rm(dataDir, { recursive: true, force: true })
+  })
+  t.same(runtime.events.catalogue().map((e) => e.name), ['media.ingested'])
+  const heard: unknown[] = []
+  runtime.events.subscribe(ingested, (e) => heard.push(e))
+  const published = runtime.events.publish(ingested, { name: 'clip.mov' }, { subjectId: 7, actorId: 1 })
+  t.match(heard, [{ id: published.id, name: 'media.ingested', subject: { type: 'asset', id: 7 }, actor_id: 1, payload: { name: 'clip.mov' } }])
+  t.throws(() => runtime.events.publish(ingested, { name: 5 } as any, { subjectId: 7 }), /payload name must be a string/)
+  t.throws(() => runtime.events.publish(undeclared, {}, { subjectId: 7 }), /not declared/)
+})
