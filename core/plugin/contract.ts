@@ -111,6 +111,12 @@ export interface PluginDefinition<S extends TSchema = TSchema> {
   version: string
   description?: string
   dependsOn?: string[]
+  /**
+   * Plugins used when they are loaded (galleries use custom metadata if it is there): loaded first
+   * and reachable like dependencies when present, no boot error when absent. Check at run time
+   * whether one is active (`coreServices.features`) before calling into it.
+   */
+  optionalDependsOn?: string[]
   entities?: EntitySchema<any, any>[]
   migrations?: Migration[]
   /** role_matrix keys this plugin contributes */

@@ -73,6 +73,10 @@ export function sortPlugins(plugins: PluginDefinition[]): PluginDefinition[] {
       if (!target) throw new BootError('PLUGIN_MISSING_DEPENDENCY', p.name, `depends on "${dep}", which is not loaded`)
       visit(target, [...path, p.name])
     }
+    for (const dep of p.optionalDependsOn ?? []) {
+      const target = byName.get(dep)
+      if (target) visit(target, [...path, p.name])
+    }
     state.set(p.name, 'done')
     ordered.push(p)
   }

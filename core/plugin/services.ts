@@ -61,7 +61,7 @@ export const coreServices = {
 export function reachablePlugins(plugin: PluginDefinition, byName: ReadonlyMap<string, PluginDefinition>): Set<string> {
   const reachable = new Set<string>(['core', plugin.name])
   const visit = (p: PluginDefinition) => {
-    for (const dep of p.dependsOn ?? []) {
+    for (const dep of [...(p.dependsOn ?? []), ...(p.optionalDependsOn ?? []).filter((d) => byName.has(d))]) {
       if (reachable.has(dep)) continue
       reachable.add(dep)
       const target = byName.get(dep)

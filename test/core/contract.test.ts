@@ -149,3 +149,14 @@ t.test('catalogue events: declared by their plugin, payloads checked when publis
   t.throws(() => runtime.events.publish(ingested, { name: 5 } as any, { subjectId: 7 }), /payload name must be a string/)
   t.throws(() => runtime.events.publish(undeclared, {}, { subjectId: 7 }), /not declared/)
 })
+
+t.test('optional dependencies: loaded first and reachable when present, no error when absent', async (t) => {
+  const user = plugin('user', { optionalDependsOn: ['counting'], register: (api) => void api.use(counterRef) })
+  const { loaded } = await describePlugins({ plugins: [user, counting] })
+  const names = loaded.plugins.map((p) => p.name)
+  t.ok(names.indexOf('counting') < names.indexOf('user'), 'the optional dependency comes first')
+  const alone = plugin('alone', { optionalDependsOn: ['counting'] })
+  await t.resolves(describePlugins({ plugins: [alone] }), 'an absent optional dependency is no boot error')
+  const err = await bootError(() => describePlugins({ plugins: [user] }))
+  t.equal(err.code, 'SERVICE_UNREACHABLE', 'an absent one is not reachable')
+})
