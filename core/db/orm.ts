@@ -54,7 +54,8 @@ function describeKnexColumns(storage: MetadataStorage, dialect: Dialect) {
     for (const prop of meta.props) {
       if (prop.kind === ReferenceKind.MANY_TO_ONE || (prop.kind === ReferenceKind.ONE_TO_ONE && prop.owner)) prop.updateRule ??= 'no action'
       const quoted = dialect === 'sqlite' || prop.columnTypes?.[0] === 'bigint'
-      if (quoted && (typeof prop.default === 'number' || typeof prop.default === 'boolean')) prop.defaultRaw = `'${Number(prop.default)}'`
+      const plain = (typeof prop.default === 'number' || typeof prop.default === 'boolean') && prop.defaultRaw === String(prop.default)
+      if (quoted && plain) prop.defaultRaw = `'${Number(prop.default)}'` // an explicit `defaultRaw` stays as written
       if (dialect === 'sqlite' && prop.columnTypes?.[0] === 'double') prop.columnTypes = ['float']
     }
   }
