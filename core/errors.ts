@@ -57,6 +57,10 @@ export const invalid = (errors: ParamError[]) =>
   new MamError('invalid_parameters', errors.map((e) => `${e.param} ${e.message}`).join('; '), { errors })
 export const invalidParam = (param: string, message: string) => invalid([{ param, message }])
 
+/** a job error that retrying cannot mend (a file gone, a bad payload): the job fails at once */
+export const permanentError = (message: string, cause?: unknown): Error & { permanent: true } =>
+  Object.assign(new Error(message, cause === undefined ? undefined : { cause }), { permanent: true as const })
+
 /** Errors raised while plugins are loaded; the process refuses to start. */
 export const BOOT_ERRORS = [
   'PLUGIN_DUPLICATE',
@@ -67,6 +71,11 @@ export const BOOT_ERRORS = [
   'ROUTE_NO_ACCESS',
   'SCHEMA_INVALID',
   'JOB_DUPLICATE',
+  'JOB_INVALID',
+  'EVENT_INVALID',
+  'SERVICE_INVALID',
+  'SERVICE_UNREACHABLE',
+  'SETTINGS_INVALID',
 ] as const
 export type BootErrorCode = (typeof BOOT_ERRORS)[number]
 

@@ -92,4 +92,16 @@ export const migrations: Migration[] = [
       })
     },
   },
+  {
+    // deleting an asset or a user deletes its prepared downloads and shares: without these, by
+    // reading every row (a project purge deletes thousands of assets)
+    name: '0005-foreign-key-indexes',
+    async up(knex) {
+      await knex.schema.alterTable('asset_states', (t) => {
+        t.index(['asset_id'])
+        t.index(['user_id'])
+      })
+      await knex.schema.alterTable('asset_shares', (t) => t.index(['shared_by_id']))
+    },
+  },
 ]
