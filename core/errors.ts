@@ -56,6 +56,12 @@ export const invalid = (errors: ParamError[]) =>
   new MamError('invalid_parameters', errors.map((e) => `${e.param} ${e.message}`).join('; '), { errors })
 export const invalidParam = (param: string, message: string) => invalid([{ param, message }])
 
+/** client input quoted in a message, cut short: a 5,000-character header is not echoed back whole */
+export function quoted(value: string, max = 100): string {
+  const chars = [...value]
+  return chars.length <= max ? `"${value}"` : `"${chars.slice(0, max).join('')}…" (${chars.length} characters)`
+}
+
 /** Errors raised while plugins are loaded; the process refuses to start. */
 export const BOOT_ERRORS = [
   'PLUGIN_DUPLICATE',
