@@ -117,7 +117,7 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
     const s = projects(ctx)
     const project = await s.writable(ctx, ctx.params.id)
     await guards(ctx).check(ctx.em, project, 'rename')
-    const name = ctx.input.name.trim()
+    const name = ctx.input.name.normalize('NFC').trim()
     const folder = safeName(name)
     if (folder !== project.folder) {
       const checked = await s.check(ctx.em, { name, storage: project.storage })

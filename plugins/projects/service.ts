@@ -88,7 +88,7 @@ export class ProjectService {
   /** everything `create` checks, without side effects (POST /projects/validate) */
   async check(em: EntityManager, input: NewProject) {
     const errors: Array<{ param: string; message: string }> = []
-    const name = input.name?.trim()
+    const name = input.name?.normalize('NFC').trim()
     if (!name) errors.push({ param: 'name', message: 'is required' })
     const storage = input.storage ?? 'default'
     let root: string | undefined

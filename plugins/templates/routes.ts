@@ -61,7 +61,7 @@ function readChanges(ctx: MamContext, creating: boolean): TemplateChanges {
   const nested = readPatterns(template.substitution_patterns, 'template[substitution_patterns]', ctx.typedInput, errors)
   if (errors.length) throw invalid(errors)
   return {
-    name: template.name,
+    name: template.name?.normalize('NFC'),
     templateType: template.template_type,
     position: template.position,
     substitutionPatterns: top ?? nested,
