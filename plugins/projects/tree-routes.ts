@@ -20,7 +20,7 @@ import { Project } from './entities.js'
 /** §4.20: the project tree (addtemplate, folders), freeze, quotas and size. */
 export function registerTreeRoutes({ routes }: RegisterApi) {
   const projects = (ctx: MamContext) => ctx.resolve<ProjectService>('projects')
-  const show = (ctx: MamContext, p: Parameters<ProjectService['serialize']>[0]) => ({ project: projects(ctx).serialize(p) })
+  const show = async (ctx: MamContext, p: Project) => ({ project: await projects(ctx).one(ctx, p) })
   /** a project the caller may write (403 with read only), frozen or not */
   const writer = async (ctx: MamContext, action: string) => {
     const { project, right } = await projects(ctx).readable(ctx, ctx.params.id)
@@ -114,7 +114,7 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
     team.quota = reset ? null : ctx.input.quota
     team.quotaMailSent = false
     await ctx.em.flush()
-    return { project: projects(ctx).serialize(project), team: { id: team.id, name: team.name, quota: team.quota, space_used: team.spaceUsed } }
+    return { project: await projects(ctx).one(ctx, project), team: { id: team.id, name: team.name, quota: team.quota, space_used: team.spaceUsed } }
   }
   routes.put('/projects/:id/quota_team/:team_id', { access: 'admin', params: ProjectTeamParams, input: OptionalQuotaInput, summary: "set the quota of a team that works on the project" }, teamQuota(false))
   routes.delete('/projects/:id/quota_team/:team_id', { access: 'admin', params: ProjectTeamParams, summary: "remove a team's quota" }, teamQuota(true))
