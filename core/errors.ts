@@ -50,14 +50,20 @@ export const badRequest = (detail: string, errors?: ParamError[]) => new MamErro
 export const unauthenticated = (detail = 'Valid credentials are required') => new MamError('unauthenticated', detail)
 export const forbidden = (detail = 'You lack the privilege for this action') => new MamError('forbidden', detail)
 export const notFound = (what: string, id?: string | number) =>
-  new MamError('not_found', id === undefined ? `${what} not found` : `${what} ${id} not found`)
+  new MamError('not_found', id === undefined ? `${what} not found` : `${what} ${typeof id === 'string' ? clipped(id) : id} not found`)
 export const conflict = (detail: string, extra?: Record<string, unknown>) => new MamError('conflict', detail, extra)
 export const invalid = (errors: ParamError[]) =>
   new MamError('invalid_parameters', errors.map((e) => `${e.param} ${e.message}`).join('; '), { errors })
 export const invalidParam = (param: string, message: string) => invalid([{ param, message }])
 
-/** client input quoted in a message, cut short: a 5,000-character header is not echoed back whole */
-export function quoted(value: string, max = 100): string {
+/** client input for a message, cut short: a 5,000-character header or path is not echoed back whole */
+export function clipped(value: string, max = 200): string {
+  const chars = [...value]
+  return chars.length <= max ? value : `${chars.slice(0, max).join('')}… (${chars.length} characters)`
+}
+
+/** client input quoted in a message, cut short like `clipped` */
+export function quoted(value: string, max = 200): string {
   const chars = [...value]
   return chars.length <= max ? `"${value}"` : `"${chars.slice(0, max).join('')}…" (${chars.length} characters)`
 }

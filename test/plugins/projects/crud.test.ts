@@ -78,7 +78,9 @@ onEachDatabase(
     for (const route of ['/projects', '/projects/validate']) {
       assertProblem(t, await s.request('POST', route, { token: s.user.token, json: {} }), 422, ['name'])
       assertProblem(t, await s.request('POST', route, { token: s.user.token, json: { name: '   ' } }), 422, ['name'])
-      assertProblem(t, await s.request('POST', route, { token: s.user.token, json: { name: 'X', storage: 'nowhere' } }), 422, ['storage'])
+      const unknownStorage = await s.request('POST', route, { token: s.user.token, json: { name: 'X', storage: 'nowhere' } })
+      assertProblem(t, unknownStorage, 422, ['storage'])
+      t.match(unknownStorage.body.errors[0].message, /^"nowhere" is not a configured storage \(known: default, media_1\); an administrator adds storages with MAMKIT_STORAGES=/, 'says how to add one')
       assertProblem(t, await s.request('POST', route, { token: s.user.token, json: { name: 'X', template_id: 9999 } }), 422, ['template_id'])
       assertProblem(t, await s.request('POST', route, { token: s.user.token, json: { name: 'X', templatename: 'Nope' } }), 422, ['templatename'])
       assertProblem(t, await s.request('POST', route, { token: s.user.token, json: { name: 'X', template_id: 'one' } }), 422, ['template_id'])

@@ -46,6 +46,12 @@ onEachDatabase(t, 'broken symlinks answer 403/422; names are NFC; a leading dot 
   t.same(await listTree(p.path), before, 'the tree is unchanged')
   t.equal(await s.runtime.db.knex('assets').where({ project_id: p.id }).count({ n: '*' }).then((r) => Number(r[0].n)), 0, 'no asset registered')
 
+  // a long path that is not there is named in the 404, not echoed back whole
+  const missing = await put('move_contents', { source: `${'x'.repeat(250)}/${'y'.repeat(250)}/${'z'.repeat(250)}`, destination: 'media' })
+  assertProblem(t, missing, 404)
+  t.ok(missing.text.length < 1000, `a short problem body (${missing.text.length} bytes)`)
+  t.match(missing.body.detail, /… \(752 characters\) not found$/)
+
   // NFC: the NFD and the NFC spelling of café are one folder
   t.equal((await put('create_folder', { path: `${NFD}/raw` })).status, 200)
   const twin = await put('create_folder', { path: NFC })
