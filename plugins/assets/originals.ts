@@ -13,6 +13,8 @@ export interface Original extends OpenedFile {
    * probes use it), to the opened descriptor. Made on first call, removed when the original closes.
    */
   toolPath(): Promise<string>
+  /** the tool path once made */
+  linked(): string | undefined
 }
 
 export const describeAsset = (asset: Pick<Asset, 'id' | 'path'>) => `asset ${asset.id} (${asset.path})`
@@ -31,6 +33,8 @@ export async function openOriginal(ctx: Resolver, asset: Asset): Promise<Origina
   const opened = await openInside(root, asset.path, describeAsset(asset)).catch((err) => {
     if (err.code === 'ENOENT' || err.code === 'ENOTDIR')
       throw Object.assign(new Error(`The original of ${describeAsset(asset)} is offline: it is not on its storage`), { permanent: true, offline: true })
+    // a file system error names the server's path; job errors are shown to users
+    if (typeof err.code === 'string') throw Object.assign(new Error(`The original of ${describeAsset(asset)} cannot be read (${err.code})`), { code: err.code })
     throw err
   })
   let link: string | undefined
@@ -45,6 +49,7 @@ export async function openOriginal(ctx: Resolver, asset: Asset): Promise<Origina
       await symlink(opened.descriptorPath, candidate)
       return (link = candidate)
     },
+    linked: () => link,
     close() {
       closing ??= (async () => {
         if (link) await rm(link, { force: true })
@@ -55,11 +60,18 @@ export async function openOriginal(ctx: Resolver, asset: Asset): Promise<Origina
   }
 }
 
-/** opens an asset's original for `use` and closes it afterwards, whatever happens */
+/**
+ * Opens an asset's original for `use` and closes it afterwards, whatever happens. An error that names
+ * the private tool path (ffmpeg's message) names the asset's path instead: job errors are shown to users.
+ */
 export async function withOriginal<T>(ctx: Resolver, asset: Asset, use: (original: Original) => Promise<T>): Promise<T> {
   const original = await openOriginal(ctx, asset)
   try {
     return await use(original)
+  } catch (err) {
+    const link = original.linked()
+    if (link && err instanceof Error) err.message = err.message.split(link).join(asset.path)
+    throw err
   } finally {
     await original.close()
   }
