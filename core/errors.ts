@@ -56,16 +56,19 @@ export const invalid = (errors: ParamError[]) =>
   new MamError('invalid_parameters', errors.map((e) => `${e.param} ${e.message}`).join('; '), { errors })
 export const invalidParam = (param: string, message: string) => invalid([{ param, message }])
 
-/** client input for a message, cut short: a 5,000-character header or path is not echoed back whole */
-export function clipped(value: string, max = 200): string {
+/** client input cut to `max` characters for a message, and the length it had when it was cut */
+function cut(value: string, max: number): [text: string, length: string] {
   const chars = [...value]
-  return chars.length <= max ? value : `${chars.slice(0, max).join('')}… (${chars.length} characters)`
+  return chars.length <= max ? [value, ''] : [`${chars.slice(0, max).join('')}…`, ` (${chars.length} characters)`]
 }
 
-/** client input quoted in a message, cut short like `clipped` */
+/** client input for a message, cut short: a 5,000-character header or path is not echoed back whole */
+export const clipped = (value: string, max = 200) => cut(value, max).join('')
+
+/** client input quoted in a message, cut short like `clipped`: `"abc…" (5000 characters)` */
 export function quoted(value: string, max = 200): string {
-  const chars = [...value]
-  return chars.length <= max ? `"${value}"` : `"${chars.slice(0, max).join('')}…" (${chars.length} characters)`
+  const [text, length] = cut(value, max)
+  return `"${text}"${length}`
 }
 
 /** Errors raised while plugins are loaded; the process refuses to start. */

@@ -45,6 +45,7 @@ const outside = (param: string) => new MamError('forbidden', `${param} leads out
  * SMB is NFD), so that a client's NFC name finds it instead of creating a look-alike sibling.
  */
 async function equivalentEntry(dir: string, name: string): Promise<string | undefined> {
+  if (/^[\x00-\x7f]*$/.test(name)) return undefined // ASCII reads the same in every normalisation
   const entries = await readdir(dir).catch(() => [] as string[])
   return entries.find((e) => e !== name && nfc(e) === name)
 }
@@ -62,18 +63,13 @@ export async function resolveInside(root: string, input: string, param: string):
   let existing = realRoot
   let i = 0
   for (; i < segments.length; i++) {
-    let next = path.join(existing, segments[i])
-    let real = await realOf(next, segments, i, param)
+    let name = segments[i]
+    let real = await realOf(path.join(existing, name), segments, i, param)
     if (real === null) {
-      const twin = await equivalentEntry(existing, segments[i])
-      if (twin === undefined) {
-        await refuseBrokenLink(next, realRoot, param)
-        break
-      }
-      next = path.join(existing, twin)
-      real = await realOf(next, segments, i, param)
+      name = (await equivalentEntry(existing, name)) ?? name
+      if (name !== segments[i]) real = await realOf(path.join(existing, name), segments, i, param)
       if (real === null) {
-        await refuseBrokenLink(next, realRoot, param)
+        await refuseBrokenLink(path.join(existing, name), realRoot, param)
         break
       }
     }
