@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { mkdir, rm, symlink } from 'node:fs/promises'
 import path from 'node:path'
 import type { MamConfig } from '../../core/config.js'
+import { MamError } from '../../core/errors.js'
 import { openInside, type OpenedFile } from '../../core/storage/paths.js'
 import type { ProjectService } from '../projects/service.js'
 import type { Asset } from './entities.js'
@@ -34,7 +35,7 @@ export async function openOriginal(ctx: Resolver, asset: Asset): Promise<Origina
     if (err.code === 'ENOENT' || err.code === 'ENOTDIR')
       throw Object.assign(new Error(`The original of ${describeAsset(asset)} is offline: it is not on its storage`), { permanent: true, offline: true })
     // a file system error names the server's path; job errors are shown to users
-    if (typeof err.code === 'string') throw Object.assign(new Error(`The original of ${describeAsset(asset)} cannot be read (${err.code})`), { code: err.code })
+    if (!(err instanceof MamError) && typeof err.code === 'string') throw Object.assign(new Error(`The original of ${describeAsset(asset)} cannot be read (${err.code})`), { code: err.code })
     throw err
   })
   let link: string | undefined

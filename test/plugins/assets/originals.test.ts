@@ -49,4 +49,7 @@ t.test('openInside reads the checked file; withOriginal hides its private paths'
     "a tool's error names the asset's path, not the server's",
   )
   await t.rejects(withOriginal(ctx, { ...asset, id: 3, path: 'Shoot/gone.mov' }, async () => 'never'), { offline: true, message: /asset 3 \(Shoot\/gone.mov\) is offline/ })
+  await t.rejects(withOriginal(ctx, { ...asset, id: 1, path: 'Shoot/clip.mov' }, async () => 'never'), { status: 403, permanent: true, message: 'The file of asset 1 (Shoot/clip.mov) leads outside its storage; it is not read' })
+  await symlink('loop.mov', path.join(root, 'Shoot', 'loop.mov'))
+  await t.rejects(withOriginal(ctx, { ...asset, id: 4, path: 'Shoot/loop.mov' }, async () => 'never'), { message: 'The original of asset 4 (Shoot/loop.mov) cannot be read (ELOOP)' }, 'a file system error by its code, not the server path')
 })
