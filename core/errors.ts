@@ -71,6 +71,10 @@ export function quoted(value: string, max = 200): string {
   return `"${text}"${length}`
 }
 
+/** a job error that retrying cannot mend (a file gone, a bad payload): the job fails at once */
+export const permanentError = (message: string, cause?: unknown): Error & { permanent: true } =>
+  Object.assign(new Error(message, cause === undefined ? undefined : { cause }), { permanent: true as const })
+
 /** Errors raised while plugins are loaded; the process refuses to start. */
 export const BOOT_ERRORS = [
   'PLUGIN_DUPLICATE',
@@ -81,6 +85,11 @@ export const BOOT_ERRORS = [
   'ROUTE_NO_ACCESS',
   'SCHEMA_INVALID',
   'JOB_DUPLICATE',
+  'JOB_INVALID',
+  'EVENT_INVALID',
+  'SERVICE_INVALID',
+  'SERVICE_UNREACHABLE',
+  'SETTINGS_INVALID',
 ] as const
 export type BootErrorCode = (typeof BOOT_ERRORS)[number]
 

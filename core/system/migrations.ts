@@ -96,4 +96,11 @@ export const coreMigrations: Migration[] = [
       await knex.raw('create index jobs_claim_index on jobs (state, priority desc, id)')
     },
   },
+  {
+    // deleting a role checks that no user has it: without this index, by reading every user
+    name: '0004-users-role-index',
+    async up(knex) {
+      await knex.schema.alterTable('users', (t) => t.index(['role_id']))
+    },
+  },
 ]

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { mkdir, rm, symlink } from 'node:fs/promises'
 import path from 'node:path'
 import type { MamConfig } from '../../core/config.js'
-import { MamError } from '../../core/errors.js'
+import { MamError, permanentError } from '../../core/errors.js'
 import { openInside, type OpenedFile } from '../../core/storage/paths.js'
 import type { ProjectService } from '../projects/service.js'
 import type { Asset } from './entities.js'
@@ -33,7 +33,7 @@ export async function openOriginal(ctx: Resolver, asset: Asset): Promise<Origina
   const root = ctx.resolve<ProjectService>('projects').pathOf(asset.project)
   const opened = await openInside(root, asset.path, describeAsset(asset)).catch((err) => {
     if (err.code === 'ENOENT' || err.code === 'ENOTDIR')
-      throw Object.assign(new Error(`The original of ${describeAsset(asset)} is offline: it is not on its storage`), { permanent: true, offline: true })
+      throw Object.assign(permanentError(`The original of ${describeAsset(asset)} is offline: it is not on its storage`), { offline: true })
     // a file system error names the server's path; job errors are shown to users
     if (!(err instanceof MamError) && typeof err.code === 'string') throw Object.assign(new Error(`The original of ${describeAsset(asset)} cannot be read (${err.code})`), { code: err.code })
     throw err

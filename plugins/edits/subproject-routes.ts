@@ -9,7 +9,7 @@ import { SubprojectInput } from './schemas.js'
 import { LIVE, accepted, assertNoOtherEdit, editOf, hold, projectsOf, releasable, release } from './sessions.js'
 import { linkSpotFree } from './workspace.js'
 
-const options = (summary: string): RouteOptions => ({ access: 'authenticated', params: IdParams, input: SubprojectInput, summary })
+const options = (summary: string): RouteOptions<typeof IdParams, typeof SubprojectInput, 'authenticated'> => ({ access: 'authenticated', params: IdParams, input: SubprojectInput, summary })
 /** parent chains are short; the bound only stops a corrupt chain from looping */
 const MAX_DEPTH = 1000
 

@@ -54,7 +54,7 @@ onEachDatabase(t, 'final proxy states, RFC 9110 ranges, asset job counts, reel n
   t.match((await s.request('GET', `/assets/${ids['notes.txt']}`, { token: s.user.token })).body.asset, { proxy_state: 'none', proxy: { kinds: [] } })
   // rows written before this release: the migration gives them their final state
   await s.runtime.db.knex('assets').where({ id: ids['noise.bin'] }).update({ proxy_state: 'pending', proxy_error: null })
-  await migrations.find((m) => m.name === '0005-proxy-state-none')!.up(s.runtime.db.knex, s.db)
+  await migrations.find((m) => m.name === '0006-proxy-state-none')!.up(s.runtime.db.knex, s.db)
   t.match((await s.request('GET', `/assets/${ids['noise.bin']}`, { token: s.user.token })).body.asset, { proxy_state: 'none', proxy_error: /no proxy is made/ }, 'migrated')
 
   // item 22: an asset job reports what it did in /asset_status
