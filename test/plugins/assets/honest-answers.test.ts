@@ -40,7 +40,7 @@ onEachDatabase(t, 'final proxy states, RFC 9110 ranges, asset job counts, reel n
   const ids = idsByName(up)
 
   // item 16: files that are not media end in `none`, with the reason, instead of `pending` forever
-  for (const name of ['notes.txt', 'noise.bin']) {
+  for (const name of ['notes.txt', 'noise.bin', 'letters.txt']) {
     const asset = await waitForAsset(s, s.user.token, ids[name], (a) => a.analysis_state === 'ready' && a.proxy_state !== 'pending')
     t.match(asset, { type: 'other', analysis_state: 'ready', analysis_error: null, proxy_state: 'none', proxy_error: 'not audio, video or a still image: no proxy is made', proxy: { state: 'none', kinds: [] } }, `${name}: a final proxy state`)
   }
