@@ -5,6 +5,8 @@ import { Project } from '../projects/entities.js'
 
 export type AssetType = 'video' | 'audio' | 'image' | 'other'
 export type ProcessingState = 'pending' | 'processing' | 'ready' | 'failed'
+/** `none`: no proxy is made for this asset (not media, or not analysable); `proxyError` says why */
+export type ProxyState = ProcessingState | 'none'
 
 /** A file in a project tree, with its technical metadata, hashes and proxies. */
 export class Asset extends BaseEntity {
@@ -24,7 +26,7 @@ export class Asset extends BaseEntity {
   /** false when the file vanished from storage (reindex) */
   online: Opt<boolean> = true
   analysisState: Opt<ProcessingState> = 'pending'
-  proxyState: Opt<ProcessingState> = 'pending'
+  proxyState: Opt<ProxyState> = 'pending'
   /** technical metadata by property name (duration, codecs, start timecode, EXIF …) */
   metadata: Opt<Record<string, unknown>> = {}
   duration: number | null = null

@@ -5,7 +5,7 @@ import type { RegisterApi } from '../../core/plugin/contract.js'
 import type { MamContext } from '../../core/http/context.js'
 import { IdParams } from '../../core/http/schemas.js'
 import { invalidParam } from '../../core/errors.js'
-import { resolveInside } from '../../core/storage/paths.js'
+import { resolveInside, uploadName } from '../../core/storage/paths.js'
 import type { JobService } from '../../core/jobs/service.js'
 import { serializeJob } from '../../core/system/status-routes.js'
 import type { ProjectService } from '../projects/service.js'
@@ -85,8 +85,7 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
       const relatives: string[] = []
       for (const f of files) {
         // the client's file name is only a name: its last segment, cleaned, never a path
-        const base = path.basename(f.originalName.replace(/\\/g, '/')).replace(/[\0]/g, '') || 'upload'
-        const name = await freeName(dir, base.startsWith('.') ? `_${base}` : base, taken)
+        const name = await freeName(dir, uploadName(f.originalName), taken)
         taken.add(name)
         await moveFile(f.tempPath, path.join(dir, name))
         relatives.push(path.relative(root, path.join(dir, name)).split(path.sep).join('/'))

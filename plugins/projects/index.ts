@@ -15,6 +15,7 @@ import { registerProjectReport } from './report.js'
 export { Project } from './entities.js'
 export { ProjectService, PROJECT } from './service.js'
 export { ProjectGuards, type ProjectGuard } from './guards.js'
+export { ProjectViews, type ProjectDecorator, type ProjectJson } from './views.js'
 
 const exists = async (em: EntityManager, id: number) => (await em.count(Project, { id, deleted: false })) > 0
 
