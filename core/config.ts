@@ -30,6 +30,17 @@ export interface MamConfig {
     /** piscina threads for CPU work */
     threads: number
   }
+  http: {
+    /** the request line and headers must arrive within this (slow-header clients hold no socket longer) */
+    headersTimeoutMs: number
+    /**
+     * a JSON or form body must arrive within this (408 otherwise); an upload may take as long as it
+     * keeps moving bytes, and this is then the longest pause allowed; 0: no limit
+     */
+    requestTimeoutMs: number
+    /** an idle keep-alive connection is closed after this (above the 60 s of common load balancers) */
+    keepAliveTimeoutMs: number
+  }
   auth: {
     /** how long a verified credential is trusted before the database is asked again */
     cacheTtlMs: number
@@ -39,9 +50,10 @@ export interface MamConfig {
   plugins: Record<string, Record<string, unknown>>
 }
 
-export type MamConfigInput = Partial<Omit<MamConfig, 'limits' | 'jobs' | 'auth' | 'secretKey'>> & {
+export type MamConfigInput = Partial<Omit<MamConfig, 'limits' | 'jobs' | 'http' | 'auth' | 'secretKey'>> & {
   limits?: Partial<MamConfig['limits']>
   jobs?: Partial<MamConfig['jobs']>
+  http?: Partial<MamConfig['http']>
   auth?: Partial<MamConfig['auth']>
   secretKey?: Buffer
 }
@@ -76,6 +88,12 @@ export function resolveConfig(input: MamConfigInput = {}, env: NodeJS.ProcessEnv
       maxAttempts: 5,
       threads: 2,
       ...input.jobs,
+    },
+    http: {
+      headersTimeoutMs: num(env.MAMKIT_HEADERS_TIMEOUT_MS) ?? 15_000,
+      requestTimeoutMs: num(env.MAMKIT_REQUEST_TIMEOUT_MS) ?? 30_000,
+      keepAliveTimeoutMs: num(env.MAMKIT_KEEP_ALIVE_TIMEOUT_MS) ?? 65_000,
+      ...input.http,
     },
     auth: { cacheTtlMs: 5000, tokenTtlDays: 30, ...input.auth },
     plugins: input.plugins ?? {},

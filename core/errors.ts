@@ -10,6 +10,7 @@ export const ERRORS = {
   not_found: { status: 404, title: 'Not found' },
   module_inactive: { status: 404, title: 'Module not active' },
   method_not_allowed: { status: 405, title: 'Method not allowed' },
+  request_timeout: { status: 408, title: 'Request timeout' },
   conflict: { status: 409, title: 'Conflict' },
   gone: { status: 410, title: 'Gone' },
   payload_too_large: { status: 413, title: 'Payload too large' },

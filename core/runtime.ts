@@ -11,7 +11,7 @@ import { assertReachable, loadPlugins, type LoadedPlugins } from './plugin/loade
 import type { PluginDefinition } from './plugin/contract.js'
 import { coreServices, type ServiceRef, type ServiceResolver } from './plugin/services.js'
 import { BootError } from './errors.js'
-import { AuthService } from './auth/service.js'
+import { AUTH_CHANNEL, AuthService } from './auth/service.js'
 import { LoginThrottle } from './auth/throttle.js'
 import { UserViews } from './auth/user-views.js'
 import { StorageRegistry } from './storage/storages.js'
@@ -22,6 +22,7 @@ import { JobQueue, NOTIFY_CHANNEL } from './jobs/queue.js'
 import { JobRunner } from './jobs/runner.js'
 import { JobService } from './jobs/service.js'
 import { buildHttpApp } from './http/app.js'
+import { removeStaleUploads, uploadDirOf } from './http/uploads.js'
 
 export interface RuntimeOptions {
   /** feature plugins; the core plugin is always added first */
@@ -95,7 +96,7 @@ export class MamRuntime {
         em: undefined, // scoped: below
         jobs,
         features,
-        auth: new AuthService(db.knex, config, events),
+        auth: new AuthService(db.knex, config, events, db.dialect),
         loginThrottle: new LoginThrottle(),
         userViews: new UserViews(),
         storages: new StorageRegistry(config),
@@ -124,9 +125,12 @@ export class MamRuntime {
         }
         await plugin.start({ resolve: resolve as any, config, log: log.child({ plugin: plugin.name }) })
       }
-      const app = buildHttpApp({ routes: loaded.routes, container, auth: container.resolve('auth'), features, config, log })
+      // what a killed process was receiving when it died; newer files may be another process's uploads in progress
+      await removeStaleUploads(uploadDirOf(config), Date.now() - process.uptime() * 1000)
+      const app = buildHttpApp({ routes: loaded.routes, container, auth: container.resolve('auth'), features, config, log, credentials: loaded.credentials })
       const runtime = new MamRuntime(config, log, events, loaded, db, container, features, jobs, runner, app)
       if (options.runJobs !== false) await runtime.startJobs()
+      else if (db.dialect === 'postgresql') await runtime.listen() // credential revocations from other processes
       return runtime
     } catch (err) {
       await db.close()
@@ -145,8 +149,9 @@ export class MamRuntime {
   }
 
   /**
-   * Jobs enqueued by another process wake this one at once instead of at the next poll. A lost
-   * connection (PostgreSQL restarted) is replaced; polling covers the gap, so this never fails.
+   * Jobs enqueued by another process wake this one at once instead of at the next poll, and
+   * credentials revoked there leave this process's cache at once (`AUTH_CHANNEL`). A lost
+   * connection (PostgreSQL restarted) is replaced; polling and the cache TTL cover the gap, so this never fails.
    */
   private async listen(): Promise<void> {
     if (this.closing) return
@@ -162,10 +167,16 @@ export class MamRuntime {
     }
     client.on('error', replace)
     client.on('end', () => replace())
-    client.on('notification', () => this.runner.wake())
+    client.on('notification', (msg) => {
+      if (msg.channel === AUTH_CHANNEL) this.container.resolve<AuthService>('auth').applyRemote(msg.payload ?? '')
+      else this.runner.wake()
+    })
     try {
       await client.connect()
+      // jobs last: test/core/jobs.test.ts finds the listener by its last statement
+      await client.query(`listen ${AUTH_CHANNEL}`)
       await client.query(`listen ${NOTIFY_CHANNEL}`)
+      this.container.resolve<AuthService>('auth').applyRemote('all') // anything revoked while nobody listened
       this.runner.wake() // anything enqueued while nobody listened
     } catch (err) {
       replace(err as Error)

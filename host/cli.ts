@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import http from 'node:http'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
@@ -15,6 +14,7 @@ import type * as AccountsModule from '../core/auth/accounts.js'
 // The server modules (ORM, Koa, every plugin) take a while to load: loaded only once the command
 // line is known to be good, so `--help` and usage errors answer at once.
 let createMamServer: typeof HostModule.createMamServer
+let createHttpServer: typeof HostModule.createHttpServer
 let builtinPlugins: typeof PluginsModule.builtinPlugins
 let MamRuntime: typeof RuntimeModule.MamRuntime
 let closeServer: typeof RuntimeModule.closeServer
@@ -23,6 +23,7 @@ let API_PREFIX: string
 let User: typeof EntitiesModule.User
 let createApiKey: typeof AccountsModule.createApiKey
 let createUser: typeof AccountsModule.createUser
+let checkPassword: typeof AccountsModule.checkPassword
 
 async function loadServerModules() {
   const [host, plugins, runtime, httpApp, entities, accounts] = await Promise.all([
@@ -33,12 +34,12 @@ async function loadServerModules() {
     import('../core/auth/entities.js'),
     import('../core/auth/accounts.js'),
   ])
-  ;({ createMamServer } = host)
+  ;({ createMamServer, createHttpServer } = host)
   ;({ builtinPlugins } = plugins)
   ;({ MamRuntime, closeServer, describePlugins } = runtime)
   ;({ API_PREFIX } = httpApp)
   ;({ User } = entities)
-  ;({ createApiKey, createUser } = accounts)
+  ;({ createApiKey, createUser, checkPassword } = accounts)
 }
 
 const COMMANDS = new Set(['serve', 'migrate', 'users create', 'api-keys create', 'routes'])
@@ -60,6 +61,12 @@ every command: [--data-dir DIR] [--database-url URL] [--plugin MODULE ...]
 
 function fail(message: string): never {
   console.error(`mamkit: ${message}\n\n${USAGE}`)
+  process.exit(2)
+}
+
+/** a refusal that is not about the command line: the reason alone */
+function refuse(message: string): never {
+  console.error(`mamkit: ${message}`)
   process.exit(2)
 }
 
@@ -130,11 +137,35 @@ async function withRuntime<T>(work: (em: EntityManager) => Promise<T>): Promise<
   }
 }
 
+/** the first administrator's password, checked before anything is opened or migrated */
+function checkAdminPassword() {
+  const password = process.env.MAMKIT_ADMIN_PASSWORD
+  if (!password) return
+  try {
+    checkPassword(password, 'MAMKIT_ADMIN_PASSWORD')
+  } catch (err) {
+    refuse((err as Error).message)
+  }
+}
+
+/** a server nobody can log in to says so, and how to change that */
+async function warnWithoutUsers(runtime: RuntimeModule.MamRuntime) {
+  const row = await runtime.db.knex('users').count({ n: '*' }).first()
+  if (Number(row?.n ?? 0) > 0) return
+  const where = [values['data-dir'] ? ` --data-dir ${values['data-dir']}` : '', values['database-url'] ? ' --database-url …' : ''].join('')
+  console.error(
+    `mamkit: the database has no users, so nobody can log in. Create an administrator (also while the server runs):\n` +
+      `  mamkit users create --username admin --password '<at least 8 characters>' --admin${where}\n` +
+      `or start the server once with MAMKIT_ADMIN_PASSWORD set, which creates "admin" on an empty database.`,
+  )
+}
+
 async function serve() {
+  checkAdminPassword()
   const mam = createMamServer({ config, extraPlugins: await extraPlugins() })
   const runtime = await mam.start()
-  const server = http.createServer(mam.handler)
-  server.keepAliveTimeout = 65_000
+  await warnWithoutUsers(runtime)
+  const server = createHttpServer(mam.handler, runtime.config.http)
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(runtime.config.port, runtime.config.host, resolve)

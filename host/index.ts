@@ -1,6 +1,7 @@
-import type { IncomingMessage, ServerResponse } from 'node:http'
+import http, { type IncomingMessage, type ServerResponse } from 'node:http'
 import type Koa from 'koa'
 import { MamRuntime, type RuntimeOptions } from '../core/runtime.js'
+import type { MamConfig } from '../core/config.js'
 import type { PluginDefinition } from '../core/plugin/contract.js'
 import { builtinPlugins } from '../plugins/index.js'
 
@@ -35,6 +36,26 @@ const unavailable = (res: ServerResponse, detail: string) => {
   if (res.headersSent) return void res.end()
   res.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '1' })
   res.end(JSON.stringify({ type: 'https://mamkit.dev/problems/service-unavailable', title: 'Service unavailable', status: 503, detail, code: 'service_unavailable' }))
+}
+
+/**
+ * A node:http server with mamkit's timeouts (`config.http`), as `mamkit serve` runs it: headers
+ * must arrive within `headersTimeoutMs`, idle keep-alive connections close after
+ * `keepAliveTimeoutMs`. Node's own request timeout is off: it would cut uploads that are still
+ * moving bytes; the request path keeps the body deadline itself (`requestTimeoutMs`, 408).
+ * Hosts that bring their own server should set the same.
+ */
+export function createHttpServer(listener: NodeHandler, timeouts: MamConfig['http']): http.Server {
+  return http.createServer(
+    {
+      headersTimeout: timeouts.headersTimeoutMs,
+      requestTimeout: 0,
+      keepAliveTimeout: timeouts.keepAliveTimeoutMs,
+      // how often Node looks for connections past headersTimeout (its default, 30 s, would stretch a 15 s limit to 45)
+      connectionsCheckingInterval: Math.max(100, Math.min(1000, timeouts.headersTimeoutMs / 4)),
+    },
+    listener,
+  )
 }
 
 /**

@@ -62,6 +62,12 @@ export async function createAuthToken(em: EntityManager, user: User, ttlDays: nu
   return { token, secret: formatCredential('token', token.id, secret) }
 }
 
+/** Ends a user's login sessions (API keys stay), all but `keepTokenId`; how many ended. */
+export async function endLoginSessions(em: EntityManager, userId: number, keepTokenId?: number): Promise<number> {
+  const where = keepTokenId === undefined ? { user: userId, revokedAt: null } : { user: userId, revokedAt: null, id: { $ne: keepTokenId } }
+  return em.nativeUpdate(AuthToken, where, { revokedAt: new Date() })
+}
+
 export function serializeUser(user: User) {
   return {
     id: user.id,

@@ -1,9 +1,13 @@
 import crypto from 'node:crypto'
 import type { Knex } from '@mikro-orm/knex'
 import type { MamConfig } from '../config.js'
+import type { Dialect } from '../db/orm.js'
 import type { EventBus } from '../events.js'
 import type { Principal } from './principal.js'
-import { parseCredential, secretMatches, sha256 } from './secrets.js'
+import { parseCredential, secretMatches, sha256, type CredentialKind } from './secrets.js'
+
+/** PostgreSQL channel on which processes sharing a database tell each other to drop cached credentials */
+export const AUTH_CHANNEL = 'mamkit_auth'
 
 interface UserSnapshot {
   userId: number
@@ -27,7 +31,7 @@ const cacheKeyOf: (raw: string) => string = oneShotHash ? (raw) => oneShotHash('
 interface VerifiedCredential {
   userId: number
   id: number
-  kind: Principal['via']
+  kind: CredentialKind
 }
 
 /** a fresh object per request (handlers get their own); spelled out, as `{ ...user, … }` costs ~40× more in V8 */
@@ -45,22 +49,27 @@ export const parseJson = <T>(value: unknown): T => (typeof value === 'string' ? 
 
 /**
  * Turns a bearer secret into a Principal. Verified credentials and user snapshots are cached
- * for `auth.cacheTtlMs` so a request costs no database round trip; revocation, user and role
- * changes in this process drop the cache at once (other processes see them within the TTL).
+ * for `auth.cacheTtlMs` so a request costs no database round trip. Revocation, user and role
+ * changes drop the cache at once in this process and, on PostgreSQL, in every process sharing the
+ * database (a NOTIFY on `AUTH_CHANNEL`, which the runtime's listener hands to `applyRemote`); on
+ * SQLite other processes see them within the TTL, which is the backstop everywhere.
  */
 export class AuthService {
   private readonly credentials = new Map<string, Cached<VerifiedCredential>>()
   private readonly users = new Map<number, Cached<UserSnapshot>>()
   private readonly lastUsedWritten = new Map<string, number>()
+  /** bumped by every invalidation: a lookup that started before one must not cache what it read */
+  private generation = 0
 
   constructor(
     private readonly knex: Knex,
     private readonly config: MamConfig,
     events: EventBus,
+    private readonly dialect: Dialect = 'sqlite',
   ) {
-    events.on('auth.user-changed', ({ userId }) => this.forgetUser(userId))
-    events.on('auth.role-changed', () => this.users.clear())
-    events.on('auth.credential-revoked', ({ userId }) => this.forgetUser(userId))
+    events.on('auth.user-changed', ({ userId }) => this.changed(`user:${userId}`))
+    events.on('auth.role-changed', ({ roleId }) => this.changed(`role:${roleId}`))
+    events.on('auth.credential-revoked', ({ userId }) => this.changed(`user:${userId}`))
   }
 
   /**
@@ -83,13 +92,14 @@ export class AuthService {
     const cacheKey = cacheKeyOf(raw)
     let cred = this.credentials.get(cacheKey)
     if (!cred || cred.until < now) {
+      const generation = this.generation
       const value = await this.verify(raw, now)
       if (!value) {
         this.credentials.delete(cacheKey)
         return null
       }
       cred = { value, until: now + this.config.auth.cacheTtlMs }
-      this.credentials.set(cacheKey, cred)
+      if (generation === this.generation) this.credentials.set(cacheKey, cred)
     }
     // a cached user snapshot costs no extra await (the request path asks authenticateCached first)
     const hit = this.users.get(cred.value.userId)
@@ -99,20 +109,18 @@ export class AuthService {
     return principalOf(user, cred.value)
   }
 
-  private async verify(raw: string, now: number) {
+  private async verify(raw: string, now: number): Promise<VerifiedCredential | null> {
     const parsed = parseCredential(raw)
     if (!parsed) return null
-    const table = parsed.kind === 'api_key' ? 'api_keys' : 'auth_tokens'
-    const row = await this.knex(table).where({ id: parsed.id }).first()
-    if (!row || !secretMatches(parsed.secret, row.secret_hash)) return null
-    if (row.expires_at !== null && row.expires_at !== undefined && new Date(row.expires_at).getTime() <= now) return null
-    if (row.revoked_at) return null
+    const row = await this.knex(tableOf(parsed.kind)).where({ id: parsed.id }).first()
+    if (!row || !secretMatches(parsed.secret, row.secret_hash) || !isLive(row, now)) return null
     return { userId: Number(row.user_id), id: parsed.id, kind: parsed.kind }
   }
 
   async snapshot(userId: number, now = Date.now()): Promise<UserSnapshot | null> {
     const hit = this.users.get(userId)
     if (hit && hit.until >= now) return hit.value
+    const generation = this.generation
     const row = await this.knex('users')
       .join('roles', 'roles.id', 'users.role_id')
       .where('users.id', userId)
@@ -129,24 +137,66 @@ export class AuthService {
       isAdmin: matrix.admin === true,
       capabilities: new Set(Object.keys(matrix).filter((k) => matrix[k] === true)),
     }
-    this.users.set(userId, { value, until: now + this.config.auth.cacheTtlMs })
+    if (generation === this.generation) this.users.set(userId, { value, until: now + this.config.auth.cacheTtlMs })
     return value
   }
 
-  forgetUser(userId: number): void {
-    this.users.delete(userId)
-    for (const [key, cred] of this.credentials) if (cred.value.userId === userId) this.credentials.delete(key)
+  /**
+   * For a request that failed on a principal from the cache: is its user (or, for the core's own
+   * credentials, the key or token) gone meanwhile? The caches forget the user either way, so the
+   * next request asks the database.
+   */
+  async isGone(principal: Principal): Promise<boolean> {
+    this.forget(`user:${principal.userId}`)
+    if (!(await this.knex('users').where('id', principal.userId).first('id'))) return true
+    if (principal.via !== 'api_key' && principal.via !== 'token') return false
+    const row = await this.knex(tableOf(principal.via)).where({ id: principal.credentialId }).first()
+    return !row || !isLive(row, Date.now())
+  }
+
+  /** a change made by another process, as it arrived on `AUTH_CHANNEL` */
+  applyRemote(payload: string): void {
+    this.forget(payload)
+  }
+
+  /** a change in this process: forget here, and tell the other processes sharing the database */
+  private changed(what: string) {
+    this.forget(what)
+    if (this.dialect !== 'postgresql') return
+    // not awaited: the request that changed something answers at once; the TTL covers a lost notification
+    this.knex.raw('select pg_notify(?, ?)', [AUTH_CHANNEL, what]).catch(() => {})
+  }
+
+  /** `user:<id>`: that user's snapshot and credentials; `role:<id>`: every user snapshot; anything else (`all`): everything */
+  private forget(what: string) {
+    this.generation++
+    if (what.startsWith('user:')) {
+      const userId = Number(what.slice(5))
+      this.users.delete(userId)
+      for (const [key, cred] of this.credentials) if (cred.value.userId === userId) this.credentials.delete(key)
+      return
+    }
+    this.users.clear()
+    if (!what.startsWith('role:')) this.credentials.clear()
   }
 
   /** last_used_at / last_seen_at, written at most once a minute per credential, off the request path */
-  private touch(kind: Principal['via'], id: number, now: number) {
+  private touch(kind: CredentialKind, id: number, now: number) {
     const key = `${kind}:${id}`
     if ((this.lastUsedWritten.get(key) ?? 0) + LAST_USED_EVERY_MS > now) return
     this.lastUsedWritten.set(key, now)
-    const [table, column] = kind === 'api_key' ? ['api_keys', 'last_used_at'] : ['auth_tokens', 'last_seen_at']
-    this.knex(table)
+    const column = kind === 'api_key' ? 'last_used_at' : 'last_seen_at'
+    this.knex(tableOf(kind))
       .where({ id })
       .update({ [column]: new Date(now) })
       .catch(() => this.lastUsedWritten.delete(key))
   }
+}
+
+const tableOf = (kind: CredentialKind) => (kind === 'api_key' ? 'api_keys' : 'auth_tokens')
+
+/** not expired and, for login tokens, not revoked */
+function isLive(row: { expires_at?: unknown; revoked_at?: unknown }, now: number): boolean {
+  if (row.expires_at !== null && row.expires_at !== undefined && new Date(row.expires_at as string).getTime() <= now) return false
+  return !row.revoked_at
 }

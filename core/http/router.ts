@@ -1,15 +1,20 @@
+import Router from '@koa/router'
+
 /**
- * Route dispatch for the plugin routes: a tree over the path's segments, so a request walks its
- * own few segments (a map lookup per static segment) instead of testing every route's regular
- * expression, and each route's handler is a plain function built once at boot.
+ * Route matching for the plugin routes with @koa/router (ARCHITECTURE.md §1), one router per first
+ * path segment: a map lookup picks the few patterns that share a request's first segment, so a
+ * request never tests the ~150 regular expressions of the whole table. The routers only match
+ * (`router.match` and the layer's `params()`); the caller runs the matched route's own handler,
+ * which keeps the request path synchronous where nothing has to be awaited (the routers' middleware
+ * dispatch is asynchronous).
  *
- * It keeps what @koa/router did for our route shapes (literal segments and `:name` parameters):
- * static segments are matched without regard to case, one trailing slash is allowed, parameters
- * match one non-empty segment and are URI-decoded (left as they are when malformed), GET routes
- * answer HEAD too, and where several patterns fit a path, static segments win over parameters,
- * segment by segment from the left (`/projects/search` before `/projects/:id`). A path that fits a
- * pattern but not with the request's method is told apart (`allowed`) so the caller can answer 405
- * with an `Allow` list.
+ * What the routes rely on: static segments match without regard to case, one trailing slash is
+ * allowed, a parameter matches one non-empty segment and is URI-decoded (left as it is when
+ * malformed), GET routes answer HEAD too, and where several patterns fit a path, static segments win
+ * over parameters segment by segment from the left (`/projects/search` before `/projects/:id`, while
+ * `PUT /projects/search` still reaches `PUT /projects/:id`). This table decides that precedence: each
+ * router's layers are kept in that order, whatever order the plugins registered them in. A path that
+ * fits a pattern but not with the request's method is told apart (`allowed`) for 405 and `Allow`.
  */
 
 /** the methods a route may be registered for (the RouteRegistrar's), plus HEAD and OPTIONS answered for them */
@@ -19,7 +24,7 @@ const STATIC_SEGMENT = /^[A-Za-z0-9_.~-]+$/
 const PARAM_SEGMENT = /^:([A-Za-z_$][A-Za-z0-9_$]*)$/
 const SLASH = 47
 
-/** why `path` is not a route path this router takes (`/literal/:param/…`), or undefined when it is */
+/** why `path` is not a route path this table takes (`/literal/:param/…`), or undefined when it is */
 export function routePathProblem(path: string): string | undefined {
   if (path === '/') return undefined
   if (!path.startsWith('/')) return 'a path starts with /'
@@ -42,20 +47,53 @@ export function routeShape(path: string): string {
   return path.replace(/:[A-Za-z_$][A-Za-z0-9_$]*/g, ':').toLowerCase()
 }
 
-interface Leaf<T> {
+/**
+ * Precedence key: one character per segment, `0` for a literal and `1` for a parameter. Among patterns
+ * that fit one path (they have as many segments as it has), the smallest key is the one whose first
+ * literal-or-parameter difference from the others is a literal.
+ */
+const precedence = (path: string) => (path === '/' ? '' : path.slice(1).split('/').map((s) => (s.startsWith(':') ? '1' : '0')).join(''))
+
+type Layer = Router['stack'][number]
+
+interface Entry<T> {
   value: T
   /** the registered path with the prefix: what the request log shows (never the request's own path) */
   pattern: string
-  paramNames: string[]
+  precedence: string
 }
 
-interface Node<T> {
-  /** lower-case literal segment → node */
-  statics: Map<string, Node<T>>
-  param?: Node<T>
-  /** method → route ending here, in registration order */
-  leaves?: Map<string, Leaf<T>>
+/** the routes that share a first segment: a router of their own, its layers in precedence order */
+class Shard<T> {
+  readonly router = new Router({ sensitive: false, strict: false })
+  readonly entries = new Map<Layer, Entry<T>>()
+
+  add(method: string, path: string, entry: Entry<T>): void {
+    const layer = this.router.register(path, [method], noop) as unknown as Layer
+    this.entries.set(layer, entry)
+    // keep the stack in precedence order (stable: equal keys in registration order); `match` lists the layers in stack order
+    const stack = this.router.stack
+    stack.pop()
+    let at = stack.length
+    while (at > 0 && this.entries.get(stack[at - 1])!.precedence > entry.precedence) at--
+    stack.splice(at, 0, layer)
+  }
+
+  /** the first layer, in precedence order, that fits both the path and the method */
+  find(path: string, method: string): RouteMatch<T> | undefined {
+    const layers = this.router.match(path, method).pathAndMethod
+    if (layers.length === 0) return undefined
+    const layer = layers[0]
+    const entry = this.entries.get(layer)!
+    return { value: entry.value, pattern: entry.pattern, params: layer.params(path, layer.captures(path)) }
+  }
+
+  collectMethods(path: string, into: Set<string>): void {
+    for (const layer of this.router.match(path, 'GET').path) for (const method of layer.methods) into.add(method)
+  }
 }
+
+const noop = () => undefined
 
 export interface RouteMatch<T> {
   value: T
@@ -63,10 +101,12 @@ export interface RouteMatch<T> {
   params: Record<string, string>
 }
 
-const newNode = <T>(): Node<T> => ({ statics: new Map() })
-
-export class RouteTree<T> {
-  private readonly root: Node<T> = newNode()
+export class RouteTable<T> {
+  /** lower-case first segment → the routes starting with it ('' holds `/`) */
+  private readonly shards = new Map<string, Shard<T>>()
+  /** routes whose first segment is a parameter: tried after the literal's shard */
+  private readonly paramShard = new Shard<T>()
+  private readonly shapes = new Map<string, string>()
   private readonly prefixLower: string
 
   /** `prefix` (`/api/v1`) is matched before the routes' own paths, without regard to case like them */
@@ -79,107 +119,53 @@ export class RouteTree<T> {
     const problem = routePathProblem(path)
     if (problem) throw new Error(`${method} ${path}: ${problem}`)
     if (!ROUTER_METHODS.has(method) || method === 'HEAD' || method === 'OPTIONS') throw new Error(`${method} ${path}: method not routable`)
-    let node = this.root
-    const paramNames: string[] = []
-    for (const segment of path === '/' ? [] : path.slice(1).split('/')) {
-      if (segment.startsWith(':')) {
-        paramNames.push(segment.slice(1))
-        node = node.param ??= newNode()
-      } else {
-        const key = segment.toLowerCase()
-        let next = node.statics.get(key)
-        if (!next) node.statics.set(key, (next = newNode()))
-        node = next
-      }
-    }
-    node.leaves ??= new Map()
-    if (node.leaves.has(method)) throw new Error(`${method} ${path}: a route of this shape is registered already (${node.leaves.get(method)!.pattern})`)
-    node.leaves.set(method, { value, pattern: path === '/' ? this.prefix || '/' : this.prefix + path, paramNames })
+    const shape = `${method} ${routeShape(path)}`
+    const taken = this.shapes.get(shape)
+    if (taken) throw new Error(`${method} ${path}: a route of this shape is registered already (${taken})`)
+    const pattern = path === '/' ? this.prefix || '/' : this.prefix + path
+    this.shapes.set(shape, pattern)
+    const first = firstSegment(path)
+    let shard = first.startsWith(':') ? this.paramShard : this.shards.get(first.toLowerCase())
+    if (!shard) this.shards.set(first.toLowerCase(), (shard = new Shard<T>()))
+    shard.add(method, path, { value, pattern, precedence: precedence(path) })
   }
 
   /** the route for `method` (HEAD finds GET routes) and the request path `path`, with its decoded parameters */
   find(method: string, path: string): RouteMatch<T> | undefined {
-    const span = this.span(path)
-    if (!span) return undefined
-    const values: string[] = []
-    const leaf = findLeaf(this.root, path, span[0], span[1], method === 'HEAD' ? 'GET' : method, values)
-    if (!leaf) return undefined
-    const params: Record<string, string> = {}
-    for (let i = 0; i < values.length; i++) params[leaf.paramNames[i]] = decodeSegment(values[i])
-    return { value: leaf.value, pattern: leaf.pattern, params }
+    const rest = this.routePart(path)
+    if (rest === undefined) return undefined
+    const first = firstSegment(rest)
+    const shard = this.shards.get(first) ?? this.shards.get(first.toLowerCase())
+    const match = shard?.find(rest, method)
+    if (match || first === '') return match
+    return this.paramShard.router.stack.length > 0 ? this.paramShard.find(rest, method) : undefined
   }
 
-  /** every method some route takes for this path (HEAD beside GET), in registration order: the `Allow` list */
+  /** every method some route takes for this path (HEAD beside GET), in precedence order: the `Allow` list */
   allowed(path: string): string[] {
-    const span = this.span(path)
+    const rest = this.routePart(path)
     const methods = new Set<string>()
-    if (span) collectMethods(this.root, path, span[0], span[1], methods)
+    if (rest === undefined) return []
+    const first = firstSegment(rest)
+    this.shards.get(first.toLowerCase())?.collectMethods(rest, methods)
+    if (first !== '') this.paramShard.collectMethods(rest, methods)
     return [...methods]
   }
 
-  /** where the routes' part of `path` starts and ends (one trailing slash dropped); undefined outside the prefix */
-  private span(path: string): [number, number] | undefined {
+  /** the routes' part of `path` (`/` for the prefix alone); undefined outside the prefix or for `//` */
+  private routePart(path: string): string | undefined {
     const p = this.prefix.length
     if (p > 0 && !path.startsWith(this.prefix) && path.slice(0, p).toLowerCase() !== this.prefixLower) return undefined
-    if (path.length > p && path.charCodeAt(p) !== SLASH) return undefined // `/api/v1x`
-    let end = path.length
-    if (end > p && path.charCodeAt(end - 1) === SLASH) end--
-    return [p, end]
+    if (path.length === p) return '/'
+    if (path.charCodeAt(p) !== SLASH) return undefined // `/api/v1x`
+    const rest = p > 0 ? path.slice(p) : path
+    // `//`: an empty first segment with its trailing slash dropped is no path of any route
+    return rest.length > 1 && rest.charCodeAt(1) === SLASH ? undefined : rest
   }
 }
 
-/** the segment after `pos` (which sits on a slash, or on `end`): [text, where the next one starts] */
-function segmentAt(path: string, pos: number, end: number): [string, number] {
-  let next = path.indexOf('/', pos + 1)
-  if (next === -1 || next > end) next = end
-  return [path.slice(pos + 1, next), next]
-}
-
-function staticChild<T>(node: Node<T>, segment: string): Node<T> | undefined {
-  if (node.statics.size === 0) return undefined
-  const exact = node.statics.get(segment)
-  if (exact) return exact
-  const lower = segment.toLowerCase()
-  return lower === segment ? undefined : node.statics.get(lower)
-}
-
-/** depth first, static before parameter at each segment; `values` collects the parameters on the way */
-function findLeaf<T>(node: Node<T>, path: string, pos: number, end: number, method: string, values: string[]): Leaf<T> | undefined {
-  if (pos >= end) return node.leaves?.get(method)
-  const [segment, next] = segmentAt(path, pos, end)
-  const child = staticChild(node, segment)
-  if (child) {
-    const leaf = findLeaf(child, path, next, end, method, values)
-    if (leaf) return leaf
-  }
-  if (node.param && segment !== '') {
-    values.push(segment)
-    const leaf = findLeaf(node.param, path, next, end, method, values)
-    if (leaf) return leaf
-    values.pop()
-  }
-  return undefined
-}
-
-function collectMethods<T>(node: Node<T>, path: string, pos: number, end: number, into: Set<string>): void {
-  if (pos >= end) {
-    for (const method of node.leaves?.keys() ?? []) {
-      if (method === 'GET') into.add('HEAD')
-      into.add(method)
-    }
-    return
-  }
-  const [segment, next] = segmentAt(path, pos, end)
-  const child = staticChild(node, segment)
-  if (child) collectMethods(child, path, next, end, into)
-  if (node.param && segment !== '') collectMethods(node.param, path, next, end, into)
-}
-
-function decodeSegment(raw: string): string {
-  if (!raw.includes('%')) return raw
-  try {
-    return decodeURIComponent(raw)
-  } catch {
-    return raw
-  }
+/** `/projects/7` → `projects`; `/` → `` */
+function firstSegment(path: string): string {
+  const end = path.indexOf('/', 1)
+  return end === -1 ? path.slice(1) : path.slice(1, end)
 }

@@ -4,20 +4,25 @@ import { invalid, type ParamError } from '../errors.js'
 
 /**
  * Query strings and form bodies carry only strings, so they are validated with type coercion
- * ("5" → 5, "true" → true). JSON bodies are typed already and are validated strictly, except that
- * "true"/"false" strings are accepted for booleans (one client sends them that way; wire.md).
+ * ("5" → 5, "true" → true), and a single value where an array is declared is a one-element array
+ * (`tags=a` as `tags[]=a`). Never the other way round: a one-element array where a scalar is
+ * declared (`template[name][]=a`) is a 422, which Ajv's `coerceTypes: 'array'` would let through.
+ * JSON bodies are typed already and are validated strictly, except that "true"/"false" strings are
+ * accepted for booleans (one client sends them that way; wire.md).
  */
-const coercing = new Ajv({ allErrors: true, coerceTypes: 'array', useDefaults: true, strict: false })
+const coercing = new Ajv({ allErrors: true, coerceTypes: true, useDefaults: true, strict: false })
 const strict = new Ajv({ allErrors: true, coerceTypes: false, useDefaults: true, strict: false })
 
 export interface CompiledSchema {
   schema: TSchema
   coercing: ValidateFunction
   strict: ValidateFunction
+  /** whether the schema declares an array anywhere (only then are form values looked at for one) */
+  hasArrays: boolean
 }
 
 export function compileSchema(schema: TSchema): CompiledSchema {
-  return { schema, coercing: coercing.compile(schema), strict: strict.compile(schema) }
+  return { schema, coercing: coercing.compile(schema), strict: strict.compile(schema), hasArrays: JSON.stringify(schema).includes('"array"') }
 }
 
 /** Validates in place (defaults and coercions are applied to `data`); throws a 422 naming each parameter. */
@@ -32,6 +37,8 @@ export function check(compiled: CompiledSchema, data: unknown, typed: boolean, p
   if (typed) {
     normaliseBooleans(compiled.schema, data)
     fn = compiled.strict
+  } else if (compiled.hasArrays) {
+    scalarsToArrays(compiled.schema, data)
   }
   return fn(data) ? [] : paramErrors(fn.errors ?? [], prefix)
 }
@@ -114,6 +121,25 @@ function normaliseBooleans(schema: any, data: any): any {
   }
   return data
 }
+
+/** a lone value where the schema declares an array → a one-element array (forms and query strings) */
+function scalarsToArrays(schema: any, data: any): any {
+  if (!schema || data === null || data === undefined) return data
+  if (typeof data !== 'object') return accepts(schema, 'array') && !acceptsScalar(schema, data) ? [data] : data
+  if (Array.isArray(data)) {
+    if (schema.items) for (let i = 0; i < data.length; i++) data[i] = scalarsToArrays(schema.items, data[i])
+    return data
+  }
+  for (const branch of [schema, ...(schema.anyOf ?? []), ...(schema.oneOf ?? []), ...(schema.allOf ?? [])]) {
+    for (const key of Object.keys(branch.properties ?? {})) if (key in data) data[key] = scalarsToArrays(branch.properties[key], data[key])
+    for (const [pattern, values] of Object.entries<any>(branch.patternProperties ?? {}))
+      for (const key of Object.keys(data)) if (!branch.properties?.[key] && new RegExp(pattern, 'u').test(key)) data[key] = scalarsToArrays(values, data[key])
+  }
+  return data
+}
+
+/** whether a form value could stand as it is (a union of a string and an array of strings keeps the string) */
+const acceptsScalar = (schema: any, value: unknown) => ['string', 'number', 'integer', 'boolean'].some((t) => accepts(schema, t)) && typeof value === 'string'
 
 const accepts = (schema: any, type: string): boolean =>
   schema.type === type ||

@@ -10,6 +10,7 @@ import type { MamConfig } from '../config.js'
 import type { EventBus, EventType } from '../events.js'
 import type { Principal } from '../auth/principal.js'
 import type { ServiceRef, ServiceResolver } from './services.js'
+import type { CredentialResolver } from '../http/credentials.js'
 
 /**
  * Who may call a route: nobody needs to sign in (`public`), any signed-in user (`authenticated`),
@@ -31,6 +32,13 @@ export interface RouteOptions<P extends SchemaSlot = SchemaSlot, I extends Schem
   multipart?: { maxFileSize: number; maxFiles?: number }
   /** a JSON body that is not an object (a bare string or array) is taken as this parameter */
   bodyKey?: string
+  /**
+   * Rails' wrap_parameters: the name of an object property of `input` (`'team'`); when the request
+   * has no such key, top-level parameters that are attributes of it are taken as if sent inside it
+   */
+  wrap?: string
+  /** principals limited to a scope (a guest link's `scope.kind`) reach this route only when it lists that kind */
+  scopes?: string[]
   /** one line shown by `mamkit routes` and in the OpenAPI document */
   summary?: string
 }
@@ -76,6 +84,11 @@ export interface JobRegistrar {
   define<P = unknown>(type: string, definition: JobDefinition<P>): void
 }
 
+export interface CredentialRegistrar {
+  /** another way to authenticate, asked after the core's API keys and login tokens and the resolvers added before it */
+  add(resolver: CredentialResolver): void
+}
+
 export interface ProvideOptions {
   /** `singleton` (default): one per process; `request`: one per request or job (gets the scoped EntityManager) */
   lifetime?: 'singleton' | 'request'
@@ -84,6 +97,7 @@ export interface ProvideOptions {
 export interface RegisterApi<Settings = any> {
   routes: RouteRegistrar
   jobs: JobRegistrar
+  credentials: CredentialRegistrar
   /**
    * Offers a service under one of this plugin's refs (`<plugin>.<name>`). `factory` gets a resolver
    * that reaches the core's services and those of the plugins this one depends on.

@@ -3,6 +3,8 @@ import type { Logger } from 'pino'
 import { BootError } from '../errors.js'
 import { compileSchema, type CompiledSchema } from '../http/validation.js'
 import { routePathProblem, routeShape } from '../http/router.js'
+import { checkResolver, type CredentialResolver } from '../http/credentials.js'
+import { wrapSpecOf } from '../http/wrap.js'
 import type { JobDefinition } from '../jobs/types.js'
 import type { JobType } from '../jobs/define.js'
 import type { MamConfig } from '../config.js'
@@ -46,6 +48,8 @@ export interface LoadedPlugins {
   settings: PluginSettings
   /** set by the runtime once the container exists: what `api.use(ref)` resolves from */
   resolveRoot?: (id: string) => unknown
+  /** ways to authenticate that plugins added, in registration order */
+  credentials: CredentialResolver[]
 }
 
 const NAME = /^[a-z][a-z0-9-]*$/
@@ -99,6 +103,7 @@ export async function loadPlugins(
     capabilities: new Map(),
     reachable: new Map(plugins.map((p) => [p.name, reachablePlugins(p, byName)])),
     settings: new PluginSettings(),
+    credentials: [],
   }
   const routeKeys = new Map<string, string>()
 
@@ -129,6 +134,8 @@ export async function loadPlugins(
       const owner = routeKeys.get(key)
       if (owner) throw new BootError('ROUTE_DUPLICATE', plugin.name, `${where} is already registered by "${owner}"`)
       routeKeys.set(key, plugin.name)
+      const wrapProblem = options.wrap === undefined ? undefined : wrapSpecOf(options.input, options.wrap)
+      if (typeof wrapProblem === 'string') throw new BootError('SCHEMA_INVALID', plugin.name, `${where}: ${wrapProblem}`)
       loaded.routes.push({
         ...options,
         method,
@@ -166,6 +173,13 @@ export async function loadPlugins(
             : { plugin: plugin.name, reachable, factory: factory as (resolve: ServiceResolver) => unknown, lifetime: options?.lifetime ?? 'singleton' },
         )
       },
+      credentials: {
+        add(resolver: CredentialResolver) {
+          const problem = checkResolver(resolver, loaded.credentials)
+          if (problem) throw new BootError('PLUGIN_INVALID', plugin.name, problem)
+          loaded.credentials.push(resolver)
+        },
+      },
       use<T>(ref: ServiceRef<T>) {
         assertReachable(plugin.name, reachable, ref)
         return () => {
@@ -179,7 +193,6 @@ export async function loadPlugins(
       log: env.log.child({ plugin: plugin.name }),
     } as any)
   }
-  loaded.routes.sort(bySpecificity)
   return loaded
 }
 
@@ -209,16 +222,4 @@ function compile(plugin: string, where: string, part: string, schema: RouteOptio
   } catch (err) {
     throw new BootError('SCHEMA_INVALID', plugin, `${where} ${part} schema: ${(err as Error).message}`)
   }
-}
-
-/** Static segments before parameters, so `/projects/search` is not taken for `/projects/:id`. */
-function bySpecificity(a: RouteDefinition, b: RouteDefinition): number {
-  const sa = a.path.split('/')
-  const sb = b.path.split('/')
-  for (let i = 0; i < Math.min(sa.length, sb.length); i++) {
-    const pa = sa[i].startsWith(':')
-    const pb = sb[i].startsWith(':')
-    if (pa !== pb) return pa ? 1 : -1
-  }
-  return 0
 }

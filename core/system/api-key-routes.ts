@@ -9,10 +9,7 @@ import { IdParam } from '../http/schemas.js'
 const UserParams = Type.Object({ user_id: IdParam })
 const KeyParams = Type.Object({ user_id: IdParam, id: IdParam })
 const Name = Type.String({ minLength: 1, maxLength: 200 })
-const CreateInput = Type.Object(
-  { api_key: Type.Optional(Type.Object({ name: Name }, { additionalProperties: false })), name: Type.Optional(Name) },
-  { additionalProperties: false },
-)
+const CreateInput = Type.Object({ api_key: Type.Optional(Type.Object({ name: Name }, { additionalProperties: false })) }, { additionalProperties: false })
 
 /** §4.4: a user manages their own keys, an administrator anyone's. Keys carry exactly their user's rights. */
 export function registerApiKeyRoutes({ routes, events }: RegisterApi) {
@@ -24,10 +21,10 @@ export function registerApiKeyRoutes({ routes, events }: RegisterApi) {
 
   routes.post(
     '/users/:user_id/api_keys',
-    { access: 'authenticated', params: UserParams, input: CreateInput, summary: 'create an API key; its secret is shown once' },
+    { access: 'authenticated', params: UserParams, input: CreateInput, wrap: 'api_key', summary: 'create an API key; its secret is shown once' },
     async (ctx) => {
       const user = await keyOwner(ctx)
-      const name = ctx.input.api_key?.name ?? ctx.input.name
+      const name = ctx.input.api_key?.name
       if (!name) throw invalidParam('api_key[name]', 'is required')
       const { key, secret } = await createApiKey(ctx.em, user, name)
       ctx.status = 201

@@ -40,7 +40,7 @@ export function registerSessionRoutes({ routes, config, events }: RegisterApi) {
     throttle.succeed([keys[0]])
     const { secret } = await createAuthToken(ctx.em, user, config.auth.tokenTtlDays, name ?? null, clientApp(ctx))
     ctx.cookies.set(COOKIE, secret, { httpOnly: true, sameSite: 'lax', maxAge: config.auth.tokenTtlDays * 86_400_000, overwrite: true })
-    return { authentication_token: secret, user: await ctx.resolve<UserViews>('userViews').one(ctx.em, user) }
+    return { authentication_token: secret, user: await ctx.resolve<UserViews>('userViews').one(ctx.em, user, { userId: user.id, isAdmin: false }) }
   })
 
   routes.get('/session', { access: 'authenticated', summary: 'the signed-in user' }, async (ctx) => ({ user: await currentUser(ctx) }))
@@ -58,8 +58,10 @@ export function registerSessionRoutes({ routes, config, events }: RegisterApi) {
 }
 
 export async function currentUser(ctx: MamContext) {
-  const user = await ctx.em.findOneOrFail(User, ctx.user!.userId, { populate: ['role'] })
-  return ctx.resolve<UserViews>('userViews').one(ctx.em, user)
+  const user = await ctx.em.findOne(User, ctx.user!.userId, { populate: ['role'] })
+  // deleted meanwhile, by a process whose notice has not arrived yet
+  if (!user) throw unauthenticated('The signed-in user no longer exists')
+  return ctx.resolve<UserViews>('userViews').one(ctx.em, user, ctx.user!)
 }
 
 async function revokeToken(ctx: MamContext, id: number, events: EventBus) {

@@ -49,6 +49,6 @@ export function registerProofKeyRoutes({ routes, config }: RegisterApi) {
       throw unauthenticated('The code verifier is invalid, expired or used')
     }
     const { secret } = await createAuthToken(ctx.em, key.user, config.auth.tokenTtlDays, 'proof key login', clientApp(ctx))
-    return { authentication_token: secret, user: await ctx.resolve<UserViews>('userViews').one(ctx.em, key.user) }
+    return { authentication_token: secret, user: await ctx.resolve<UserViews>('userViews').one(ctx.em, key.user, { userId: key.user.id, isAdmin: false }) }
   })
 }

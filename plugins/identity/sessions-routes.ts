@@ -9,7 +9,7 @@ import { notFound } from '../../core/errors.js'
 import { clientApp } from '../../core/system/session-routes.js'
 
 const SessionFields = Type.Object({ name: Type.Optional(Nullable(Type.String({ maxLength: 200 }))) }, { additionalProperties: false })
-const SessionInput = Type.Object({ session: Type.Optional(Nullable(SessionFields)), name: Type.Optional(Type.String({ maxLength: 200 })) }, { additionalProperties: false })
+const SessionInput = Type.Object({ session: Type.Optional(Nullable(SessionFields)) }, { additionalProperties: false })
 
 const serialize = (t: AuthToken, currentId: number | null, secret?: string) => ({
   id: t.id,
@@ -41,17 +41,17 @@ export function registerSessionContainerRoutes({ routes, config, events }: Regis
     return { sessions: tokens.map((t) => serialize(t, currentId(ctx))) }
   })
 
-  routes.post('/containers/sessions', { access: 'authenticated', input: SessionInput, summary: 'open a new login session (a token for another device)' }, async (ctx) => {
+  routes.post('/containers/sessions', { access: 'authenticated', input: SessionInput, wrap: 'session', summary: 'open a new login session (a token for another device)' }, async (ctx) => {
     const user = await ctx.em.findOneOrFail(User, ctx.user!.userId)
-    const name = ctx.input.session?.name ?? ctx.input.name ?? null
+    const name = ctx.input.session?.name ?? null
     const { token, secret } = await createAuthToken(ctx.em, user, config.auth.tokenTtlDays, name, clientApp(ctx))
     ctx.status = 201
     return { session: serialize(token, currentId(ctx), secret) }
   })
 
-  routes.put('/containers/sessions/:id', { access: 'authenticated', params: IdParams, input: SessionInput, summary: 'rename a login session' }, async (ctx) => {
+  routes.put('/containers/sessions/:id', { access: 'authenticated', params: IdParams, input: SessionInput, wrap: 'session', summary: 'rename a login session' }, async (ctx) => {
     const t = await mine(ctx)
-    const name = ctx.input.session?.name ?? ctx.input.name
+    const name = ctx.input.session?.name
     if (name !== undefined) t.name = name
     await ctx.em.flush()
     return { session: serialize(t, currentId(ctx)) }

@@ -48,7 +48,7 @@ export function registerSettingsRoutes({ routes, config }: RegisterApi) {
     settings: show(await own(ctx)),
   }))
 
-  routes.put('/users/:user_id/settings', { access: 'authenticated', params: UserParams, input: SettingsInput, summary: "change a user's settings (unknown keys are refused)" }, async (ctx) => {
+  routes.put('/users/:user_id/settings', { access: 'authenticated', params: UserParams, input: SettingsInput, wrap: 'settings', summary: "change a user's settings (unknown keys are refused)" }, async (ctx) => {
     const s = await own(ctx)
     s.settings = { ...s.settings, ...ctx.input.settings }
     await ctx.em.flush()

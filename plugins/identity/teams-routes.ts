@@ -19,7 +19,7 @@ const UserParams = Type.Object({ user_id: IdParam })
 export function registerTeamRoutes({ routes, events }: RegisterApi) {
   const teams = (ctx: MamContext) => ctx.resolve<TeamService>('teams')
   const showTeam = async (ctx: MamContext, team: Team) => teams(ctx).one(ctx.em, team)
-  const showUser = async (ctx: MamContext, user: User) => ctx.resolve<UserViews>('userViews').one(ctx.em, user)
+  const showUser = async (ctx: MamContext, user: User) => ctx.resolve<UserViews>('userViews').one(ctx.em, user, ctx.user!)
   // team membership decides access: cached principals must see it at once
   const changed = (userId: number) => events.emit('auth.user-changed', { userId })
 
@@ -38,7 +38,7 @@ export function registerTeamRoutes({ routes, events }: RegisterApi) {
     team: await showTeam(ctx, await teams(ctx).get(ctx.em, ctx.params.id)),
   }))
 
-  routes.post('/teams', { access: 'admin', input: TeamInput, summary: 'create a team' }, async (ctx) => {
+  routes.post('/teams', { access: 'admin', input: TeamInput, wrap: 'team', summary: 'create a team' }, async (ctx) => {
     const fields = ctx.input.team ?? {}
     if (!fields.name) throw invalidParam('team[name]', 'is required')
     if (await ctx.em.count(Team, { name: fields.name })) throw conflict(`A team named "${fields.name}" exists already`)
@@ -48,7 +48,7 @@ export function registerTeamRoutes({ routes, events }: RegisterApi) {
     return { teams: await showTeam(ctx, team) } // wire.md: one object under the plural key
   })
 
-  routes.put('/teams/:id', { access: 'admin', params: IdParams, input: TeamInput, summary: 'update a team' }, async (ctx) => {
+  routes.put('/teams/:id', { access: 'admin', params: IdParams, input: TeamInput, wrap: 'team', summary: 'update a team' }, async (ctx) => {
     const team = await teams(ctx).get(ctx.em, ctx.params.id)
     const fields = ctx.input.team ?? {}
     if (fields.name !== undefined && fields.name !== team.name) {

@@ -4,7 +4,7 @@ import type { RegisterApi } from '../../core/plugin/contract.js'
 import type { MamContext } from '../../core/http/context.js'
 import { IdParams, Page } from '../../core/http/schemas.js'
 import { Role, User } from '../../core/auth/entities.js'
-import { createUser } from '../../core/auth/accounts.js'
+import { createUser, endLoginSessions } from '../../core/auth/accounts.js'
 import { hashPassword, sha256, verifyPassword } from '../../core/auth/secrets.js'
 import type { UserViews } from '../../core/auth/user-views.js'
 import { conflict, forbidden, invalid, invalidParam, notFound, type ParamError } from '../../core/errors.js'
@@ -23,7 +23,8 @@ export async function findUser(ctx: MamContext, id: number): Promise<User> {
   return user
 }
 
-const view = (ctx: MamContext, user: User) => ctx.resolve<UserViews>('userViews').one(ctx.em, user)
+/** a user as the caller may see them (others' emails: administrators only) */
+const view = (ctx: MamContext, user: User) => ctx.resolve<UserViews>('userViews').one(ctx.em, user, ctx.user ?? { userId: user.id, isAdmin: false })
 
 /** §4.25 users, POST /users/invite, and POST /invitations/accept (added: sets an invited user's password). */
 export function registerUserRoutes({ routes, events }: RegisterApi) {
@@ -33,12 +34,12 @@ export function registerUserRoutes({ routes, events }: RegisterApi) {
     const perPage = ctx.input.per_page ?? 100
     const users = await ctx.em.find(User, {}, { populate: ['role'], orderBy: { username: 'asc' }, limit: perPage, offset: ((ctx.input.page ?? 1) - 1) * perPage })
     ctx.set('X-Total-Count', String(await ctx.em.count(User)))
-    return { users: await ctx.resolve<UserViews>('userViews').render(ctx.em, users) }
+    return { users: await ctx.resolve<UserViews>('userViews').render(ctx.em, users, ctx.user!) }
   })
 
   routes.get('/users/:id', { access: 'authenticated', params: IdParams, summary: 'show a user' }, async (ctx) => ({ user: await view(ctx, await findUser(ctx, ctx.params.id)) }))
 
-  routes.post('/users', { access: 'admin', input: UserInput, summary: 'create a user' }, async (ctx) => {
+  routes.post('/users', { access: 'admin', input: UserInput, wrap: 'user', summary: 'create a user' }, async (ctx) => {
     const fields = required(ctx.input.user, ['username', 'password'])
     const user = await createUser(ctx.em, accountOf(fields))
     await ctx.resolve<TeamService>('teams').ensureOwnTeam(ctx.em, user)
@@ -46,7 +47,7 @@ export function registerUserRoutes({ routes, events }: RegisterApi) {
     return { user: await view(ctx, user) }
   })
 
-  routes.put('/users/:id', { access: 'authenticated', params: IdParams, input: UserInput, summary: 'update a user (self: own profile and password; admin: everything)' }, async (ctx) => {
+  routes.put('/users/:id', { access: 'authenticated', params: IdParams, input: UserInput, wrap: 'user', summary: 'update a user (self: own profile and password; admin: everything)' }, async (ctx) => {
     const me = ctx.user!
     const user = await findUser(ctx, ctx.params.id)
     if (user.id !== me.userId && !me.isAdmin) throw forbidden('You may only change your own profile')
@@ -68,7 +69,12 @@ export function registerUserRoutes({ routes, events }: RegisterApi) {
       user.role = role
     }
     for (const key of ['firstname', 'lastname', 'email'] as const) if (fields[key] !== undefined) user[key] = fields[key]
-    if (fields.password !== undefined) user.passwordHash = await hashPassword(fields.password)
+    if (fields.password !== undefined) {
+      user.passwordHash = await hashPassword(fields.password)
+      // a new password ends every other login session of the user (whoever may know the old one); API keys stay.
+      // Ended first: should the write below fail, the user is logged out, not left with sessions of a password they changed
+      await endLoginSessions(ctx.em, user.id, me.userId === user.id && me.via === 'token' ? me.credentialId : undefined)
+    }
     await ctx.em.flush()
     changed(user.id)
     return { user: await view(ctx, user) }
@@ -83,7 +89,7 @@ export function registerUserRoutes({ routes, events }: RegisterApi) {
     return body
   })
 
-  routes.post('/users/invite', { access: 'admin', input: UserInput, summary: 'create a user without a password and email an invitation' }, async (ctx) => {
+  routes.post('/users/invite', { access: 'admin', input: UserInput, wrap: 'user', summary: 'create a user without a password and email an invitation' }, async (ctx) => {
     const fields = required(ctx.input.user, ['username', 'email'])
     if (fields.password !== undefined) throw invalidParam('user[password]', 'is set by the invited user')
     const mailer = ctx.resolve<Mailer>('mailer')

@@ -46,7 +46,7 @@ export function registerRoleRoutes({ routes, events }: RegisterApi) {
     role: await withCount(ctx, await find(ctx)),
   }))
 
-  routes.post('/roles', { access: 'admin', input: RoleInput, summary: 'create a role' }, async (ctx) => {
+  routes.post('/roles', { access: 'admin', input: RoleInput, wrap: 'role', summary: 'create a role' }, async (ctx) => {
     const fields = readRole(ctx, true)
     await assertNameFree(ctx, fields.name!)
     const role = ctx.em.create(Role, { name: fields.name!, roleMatrix: fields.roleMatrix!, builtin: false })
@@ -55,7 +55,7 @@ export function registerRoleRoutes({ routes, events }: RegisterApi) {
     return { role: serialize(role, 0) }
   })
 
-  routes.put('/roles/:id', { access: 'admin', params: IdParams, input: RoleInput, summary: 'update a role' }, async (ctx) => {
+  routes.put('/roles/:id', { access: 'admin', params: IdParams, input: RoleInput, wrap: 'role', summary: 'update a role' }, async (ctx) => {
     const role = await find(ctx)
     const fields = readRole(ctx, false)
     assertBuiltinKept(role, fields)

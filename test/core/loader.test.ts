@@ -87,8 +87,8 @@ t.test('routes: access, duplicates, schemas, paths', async (t) => {
   })
   t.same(
     loaded.routes.filter((r) => r.plugin === 'first').map((r) => `${r.method} ${r.path}`),
-    ['GET /things/search', 'GET /things/:id', 'PUT /things/:id'],
-    'static segments sort before parameters',
+    ['GET /things/:id', 'PUT /things/:id', 'GET /things/search'],
+    'routes keep their registration order: the router decides precedence (router.test.ts)',
   )
 
   await bootFails(t, [withRoutes('bad-schema', (api) => api.routes.post('/things', { access: 'admin', input: { type: 'nonsense' } as any }, ok))], 'SCHEMA_INVALID', 'bad-schema', [/POST \/things input/])
@@ -99,6 +99,13 @@ t.test('routes: access, duplicates, schemas, paths', async (t) => {
     'bad-schema',
     [/params/],
   )
+  // wrap names an object property of the input schema
+  const Thing = Type.Object({ thing: Type.Optional(Type.Object({ name: Type.String() })), page: Type.Optional(Type.Integer()) })
+  await bootFails(t, [withRoutes('wrapless', (api) => api.routes.post('/things', { access: 'admin', wrap: 'thing' }, ok))], 'SCHEMA_INVALID', 'wrapless', [/POST \/things: wrap/])
+  await bootFails(t, [withRoutes('wrap-scalar', (api) => api.routes.post('/things', { access: 'admin', input: Thing, wrap: 'page' }, ok))], 'SCHEMA_INVALID', 'wrap-scalar', [/object schema/])
+  await bootFails(t, [withRoutes('wrap-typo', (api) => api.routes.post('/things', { access: 'admin', input: Thing, wrap: 'things' }, ok))], 'SCHEMA_INVALID', 'wrap-typo', [/"things"/])
+  t.ok((await describePlugins({ plugins: [withRoutes('wraps', (api) => api.routes.post('/things', { access: 'admin', input: Thing, wrap: 'thing' }, ok))] })).loaded.routes.length)
+
   await bootFails(t, [withRoutes('suffix', (api) => api.routes.get('/things.json', { access: 'public' }, ok))], 'PLUGIN_INVALID', 'suffix')
   await bootFails(t, [withRoutes('relative', (api) => api.routes.get('things', { access: 'public' }, ok))], 'PLUGIN_INVALID', 'relative')
 })
@@ -124,6 +131,14 @@ t.test('capabilities, services and jobs', async (t) => {
     'job-b',
     [/x\.run/],
   )
+
+  // credential resolvers: named, with extract() and resolve(), one per name, never the core's own
+  const resolver = (name: string) => ({ name, extract: () => undefined, resolve: async () => null })
+  await bootFails(t, [withRoutes('cred-a', (api) => api.credentials.add(resolver('guest'))), withRoutes('cred-b', (api) => api.credentials.add(resolver('guest')))], 'PLUGIN_INVALID', 'cred-b', [/"guest"/])
+  await bootFails(t, [withRoutes('cred-core', (api) => api.credentials.add(resolver('api-key-or-login-token')))], 'PLUGIN_INVALID', 'cred-core', [/core/])
+  await bootFails(t, [withRoutes('cred-half', (api) => api.credentials.add({ name: 'half' } as any))], 'PLUGIN_INVALID', 'cred-half', [/extract\(\) and resolve\(\)/])
+  const withResolvers = await describePlugins({ plugins: [withRoutes('cred-a', (api) => api.credentials.add(resolver('site'))), withRoutes('cred-b', (api) => api.credentials.add(resolver('node')))] })
+  t.same(withResolvers.loaded.credentials.map((r) => r.name), ['site', 'node'], 'resolvers in registration order')
 
   // a route may use a capability of a plugin loaded before or after it
   const { loaded } = await describePlugins({

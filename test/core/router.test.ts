@@ -6,17 +6,17 @@ import path from 'node:path'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import pino from 'pino'
-import { RouteTree, routePathProblem, routeShape } from '../../core/http/router.js'
-import { nextRequestId } from '../../core/http/app.js'
+import { RouteTable, routePathProblem, routeShape } from '../../core/http/router.js'
+import { nextRequestId } from '../../core/http/request-id.js'
 import { MamRuntime } from '../../core/runtime.js'
 import { definePlugin } from '../../core/plugin/contract.js'
 import { IdParams } from '../../core/http/schemas.js'
 import { builtinPlugins } from '../../plugins/index.js'
 import { assertProblem, onEachDatabase } from '../helpers/index.js'
 
-/** a tree of the given `METHOD /path` routes under /api/v1; each route's value is its own line */
+/** a table of the given `METHOD /path` routes under /api/v1; each route's value is its own line */
 function tree(...routes: string[]) {
-  const r = new RouteTree<string>('/api/v1')
+  const r = new RouteTable<string>('/api/v1')
   for (const line of routes) {
     const [method, p] = line.split(' ')
     r.add(method, p, line)
@@ -25,7 +25,7 @@ function tree(...routes: string[]) {
 }
 
 t.test('static segments before parameters, segment by segment, with backtracking', async (t) => {
-  // registered in the "wrong" order on purpose: the tree does not depend on it
+  // registered in the "wrong" order on purpose: the table does not depend on it
   const r = tree('GET /projects/:id', 'PUT /projects/:id', 'GET /projects/search', 'GET /projects/:id/teams', 'GET /projects/update_teams/:team_id', 'GET /projects')
   t.same(r.find('GET', '/api/v1/projects/search'), { value: 'GET /projects/search', pattern: '/api/v1/projects/search', params: {} }, 'a literal beats a parameter')
   t.same(r.find('GET', '/api/v1/projects/7'), { value: 'GET /projects/:id', pattern: '/api/v1/projects/:id', params: { id: '7' } })
@@ -82,7 +82,7 @@ t.test('route paths the router takes, and shapes that clash', async (t) => {
   t.match(routePathProblem('/a/:id/b/:id'), /twice/)
   t.match(routePathProblem('files'), /starts with \//)
   t.equal(routeShape('/Teams/:team_id/users/:user_id'), '/teams/:/users/:')
-  t.throws(() => tree('GET /teams/:id', 'GET /Teams/:team_id'), /registered already/, 'the tree refuses a second route of one shape and method')
+  t.throws(() => tree('GET /teams/:id', 'GET /Teams/:team_id'), /registered already/, 'the table refuses a second route of one shape and method')
   t.throws(() => tree('GET /files/*path'), /literal/)
   t.doesNotThrow(() => tree('GET /teams/:id', 'PUT /teams/:team_id'), 'other methods may share a shape, whatever their parameters are called')
   const r = tree('GET /teams/:id', 'PUT /teams/:team_id')

@@ -1,7 +1,9 @@
 import t from 'tap'
 import { spawn, type ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import net from 'node:net'
+import pg from 'pg'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -215,6 +217,44 @@ for (const db of databaseKinds()) {
     const list = await request(again.url, 'GET', '/templates', { token: relogin.body.authentication_token })
     t.same(list.body.templates.map((x: { name: string }) => x.name), ['Feature film'])
     t.equal((await again.stop()).code, 0)
+  })
+
+  t.test(`serve without users says how to create an admin; a short admin password stops it before anything runs [${db}]`, async (t) => {
+    const cwd = await tempDir(t)
+    const dataDir = path.join(cwd, 'data')
+    const databaseUrl = await scratch(t, db)
+    const port = await freePort()
+    const args = ['--data-dir', dataDir, '--port', String(port), '--host', '127.0.0.1', ...(databaseUrl ? ['--database-url', databaseUrl] : [])]
+
+    const short = await mamkit(['serve', ...args], cwd, { MAMKIT_ADMIN_PASSWORD: 'short' })
+    t.equal(short.code, 2)
+    t.equal(short.stderr.trim(), 'mamkit: MAMKIT_ADMIN_PASSWORD must be at least 8 characters', 'the reason alone, without the usage')
+    t.notMatch(short.stdout, /migrations applied/)
+    if (databaseUrl) {
+      const c = new pg.Client({ connectionString: databaseUrl })
+      await c.connect()
+      const { rows } = await c.query(`select count(*)::int as n from information_schema.tables where table_schema = 'public'`)
+      await c.end()
+      t.equal(rows[0].n, 0, 'no migration ran')
+    } else {
+      t.notOk(existsSync(path.join(dataDir, 'mamkit.sqlite')), 'no database was even opened')
+    }
+
+    const server = await serve(args, cwd, { MAMKIT_HEADERS_TIMEOUT_MS: '500' })
+    // the server's own header timeout: a client that never finishes its headers is cut off
+    const started = Date.now()
+    const closedAfter = await new Promise<number>((resolve, reject) => {
+      const socket = net.connect(port, '127.0.0.1', () => socket.write('GET /api/v1/version HTTP/1.1\r\nHost: x\r\n'))
+      socket.on('error', reject)
+      socket.on('data', () => {})
+      socket.on('close', () => resolve(Date.now() - started))
+    })
+    t.ok(closedAfter >= 400 && closedAfter < 5000, `slow headers: closed after ${closedAfter} ms (MAMKIT_HEADERS_TIMEOUT_MS=500)`)
+    const exit = await server.stop()
+    t.equal(exit.code, 0)
+    t.match(exit.stderr, /no users, so nobody can log in/)
+    t.match(exit.stderr, /mamkit users create --username admin --password '.*' --admin --data-dir /)
+    t.match(exit.stderr, /MAMKIT_ADMIN_PASSWORD/)
   })
 }
 

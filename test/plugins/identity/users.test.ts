@@ -246,3 +246,50 @@ onEachDatabase(t, 'users: invitation without an SMTP server is 503 and creates n
   t.equal((await s.runtime.db.knex('users').where({ username: 'nomail' })).length, 0, 'no user created')
   t.equal((await s.runtime.db.knex('invitations')).length, 0, 'no invitation stored')
 })
+
+onEachDatabase(t, 'users: a new password ends the other login sessions; API keys stay (issue 18 item 11)', async (t, s) => {
+  const me = s.user
+  const here = (await login(s, me.username, me.password)).body.authentication_token as string
+  const elsewhere = (await login(s, me.username, me.password)).body.authentication_token as string
+  t.equal((await s.request('GET', '/session', { token: elsewhere })).status, 200, 'the other session works before')
+
+  const changed = await s.request('PUT', `/users/${me.id}`, { token: here, json: { user: { password: 'a-new-password', current_password: me.password } } })
+  t.equal(changed.status, 200)
+  assertProblem(t, await s.request('GET', '/session', { token: elsewhere }), 401)
+  t.equal((await s.request('GET', '/session', { token: here })).status, 200, 'the session that changed the password goes on')
+  t.equal((await s.request('GET', '/session', { token: me.token })).status, 200, 'API keys stay')
+  const tokens = await s.runtime.db.knex('auth_tokens').where({ user_id: me.id }).orderBy('id').select('revoked_at')
+  t.same(tokens.map((r: { revoked_at: unknown }) => r.revoked_at !== null), [false, true], 'the other token is revoked in the database')
+
+  // changed with an API key, or by an administrator: every login session of the user ends
+  const fresh = (await login(s, me.username, 'a-new-password')).body.authentication_token as string
+  t.equal((await s.request('PUT', `/users/${me.id}`, { token: s.admin.token, json: { user: { password: 'set-by-the-admin' } } })).status, 200)
+  assertProblem(t, await s.request('GET', '/session', { token: fresh }), 401)
+  assertProblem(t, await s.request('GET', '/session', { token: here }), 401)
+  t.equal((await s.request('GET', '/session', { token: me.token })).status, 200)
+
+  // other changes keep the sessions
+  const kept = (await login(s, me.username, 'set-by-the-admin')).body.authentication_token as string
+  t.equal((await s.request('PUT', `/users/${me.id}`, { token: me.token, json: { user: { firstname: 'Ed' } } })).status, 200)
+  t.equal((await s.request('GET', '/session', { token: kept })).status, 200, 'a profile change ends nothing')
+  // a refused change ends nothing either
+  assertProblem(t, await s.request('PUT', `/users/${me.id}`, { token: me.token, json: { user: { password: 'another-one', current_password: 'wrong' } } }), 422)
+  t.equal((await s.request('GET', '/session', { token: kept })).status, 200)
+})
+
+onEachDatabase(t, 'users: emails are shown to administrators and to the user themself only (issue 18 item 13)', async (t, s) => {
+  await s.request('PUT', `/users/${s.admin.id}`, { token: s.admin.token, json: { user: { email: 'admin@example.test' } } })
+  await s.request('PUT', `/users/${s.user.id}`, { token: s.user.token, json: { user: { email: 'editor@example.test' } } })
+  const emails = (users: Array<{ username: string; email?: string | null }>) => Object.fromEntries(users.map((u) => [u.username, 'email' in u ? u.email : '(hidden)']))
+
+  const asUser = await s.request('GET', '/users', { token: s.user.token })
+  t.same(emails(asUser.body.users), { admin: '(hidden)', editor: 'editor@example.test' }, 'a user sees their own email only')
+  t.notMatch(asUser.text, /admin@example\.test/)
+  const asAdmin = await s.request('GET', '/users', { token: s.admin.token })
+  t.same(emails(asAdmin.body.users), { admin: 'admin@example.test', editor: 'editor@example.test' }, 'an administrator sees every email')
+  t.notOk('email' in (await s.request('GET', `/users/${s.admin.id}`, { token: s.user.token })).body.user, 'GET /users/:id alike')
+  t.equal((await s.request('GET', `/users/${s.user.id}`, { token: s.user.token })).body.user.email, 'editor@example.test')
+  t.equal((await s.request('GET', `/users/${s.user.id}`, { token: s.admin.token })).body.user.email, 'editor@example.test')
+  t.equal((await s.request('GET', '/session', { token: s.user.token })).body.user.email, 'editor@example.test', 'GET /session shows the own email')
+  t.equal((await login(s, s.user.username, s.user.password)).body.user.email, 'editor@example.test', 'so does the login')
+})
