@@ -104,10 +104,12 @@ export class MamRuntime {
       })
       for (const [name, { resolver }] of loaded.services) container.register(name, resolver as any)
       const runner = new JobRunner(queue, loaded.jobs, container, config, events, log, (p) => features.isActive(p))
-      for (const plugin of loaded.plugins) {
-        if (!plugin.start) continue
-        const scope = container.createScope()
-        await plugin.start({ resolve: (name) => scope.resolve(name), config, log: log.child({ plugin: plugin.name }) })
+      for (const phase of ['start', 'started'] as const) {
+        for (const plugin of loaded.plugins) {
+          if (!plugin[phase]) continue
+          const scope = container.createScope()
+          await plugin[phase]!({ resolve: (name) => scope.resolve(name), config, log: log.child({ plugin: plugin.name }) })
+        }
       }
       const app = buildHttpApp({ routes: loaded.routes, container, auth: container.resolve('auth'), features, config, log })
       const runtime = new MamRuntime(config, log, events, loaded, db, container, features, jobs, runner, app)

@@ -20,6 +20,8 @@ import { AssetShareSchema } from './shares.js'
 import { registerShareRoutes } from './share-routes.js'
 import type { JobService } from '../../core/jobs/service.js'
 import type { Knex } from '../../core/db/orm.js'
+import type { PathMoveHooks } from '../projects/index.js'
+import { assetPathMoves } from './path-moves.js'
 
 export { Asset } from './entities.js'
 export { AssetService } from './service.js'
@@ -50,6 +52,8 @@ export const assetsPlugin = definePlugin({
     defineProxyJobs(api.jobs, Number(api.config.plugins.assets?.encodeConcurrency ?? 1))
   },
   async start({ resolve }) {
+    // asset rows move with their files when folders move (PUT /projects/:id/move_contents, rename_folder)
+    resolve<PathMoveHooks>('pathMoveHooks').add(assetPathMoves)
     // the clean-up of expired downloads reschedules itself; start the chain once
     const pending = await resolve<Knex>('knex')('jobs').where({ type: 'assets.expire-downloads' }).whereIn('state', ['queued', 'running']).first()
     if (!pending) await resolve<JobService>('jobs').enqueue('assets.expire-downloads', {}, { runAt: new Date(Date.now() + 60_000) })

@@ -11,7 +11,8 @@ import { Template } from '../templates/entities.js'
 import { Team } from '../identity/entities.js'
 import { User } from '../../core/auth/entities.js'
 import { copyTemplateTree } from './template-copy.js'
-import { createFolder, moveContents, renameFolder, treeSize } from './folders.js'
+import { createFolder, planMoveContents, planRenameFolder, treeSize } from './folders.js'
+import type { ProjectMoves } from './moves.js'
 import { CreateFolderInput, MoveContentsInput, OptionalQuotaInput, ProjectTeamParams, QuotaInput, RenameFolderInput, TemplateRefInput } from './schemas.js'
 import type { ProjectService } from './service.js'
 
@@ -55,14 +56,16 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
 
   routes.put('/projects/:id/rename_folder', { access: 'authenticated', params: IdParams, input: RenameFolderInput, summary: 'rename a folder in a project' }, async (ctx) => {
     const project = await projects(ctx).writable(ctx, ctx.params.id)
-    await renameFolder(projects(ctx).pathOf(project), ctx.input.path, ctx.input.name)
+    const move = await planRenameFolder(projects(ctx).pathOf(project), ctx.input.path, ctx.input.name)
+    await ctx.resolve<ProjectMoves>('projectMoves').move(project, [move])
     return show(ctx, project)
   })
 
   routes.put('/projects/:id/move_contents', { access: 'authenticated', params: IdParams, input: MoveContentsInput, summary: 'move files and folders into another folder' }, async (ctx) => {
     const project = await projects(ctx).writable(ctx, ctx.params.id)
     const sources = Array.isArray(ctx.input.source) ? ctx.input.source : [ctx.input.source]
-    await moveContents(projects(ctx).pathOf(project), sources, ctx.input.destination)
+    const moves = await planMoveContents(projects(ctx).pathOf(project), sources, ctx.input.destination)
+    await ctx.resolve<ProjectMoves>('projectMoves').move(project, moves)
     return show(ctx, project)
   })
 

@@ -1,0 +1,205 @@
+import { hostname } from 'node:os'
+import { randomBytes } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { Logger } from 'pino'
+import type { Knex } from '../db/orm.js'
+import { MamError } from '../errors.js'
+
+const TABLE = 'storage_journal'
+
+export interface JournalEntry<P = unknown> {
+  id: number
+  kind: string
+  scope: string | null
+  payload: P
+  createdAt: Date
+}
+
+/**
+ * Makes the database follow what a cut-short operation left on disk, and ends the entry with
+ * `journal.end(trx, entry)` in the transaction that writes the rows. Runs after a crash (the entry's
+ * lease lapsed) and at once when the operation itself failed, so it must decide everything from
+ * the disk and the entry, and be idempotent.
+ */
+export type JournalRepair<P> = (entry: JournalEntry<P>) => Promise<void>
+
+export interface RunOptions {
+  /** entries with the same scope wait for each other when either is exclusive (`project:12`) */
+  scope?: string
+  exclusive?: boolean
+}
+
+/**
+ * Write-ahead intents for file operations whose rows must change with the files (a folder move and
+ * the asset rows below it, an upload and its row). An entry is committed before the file system
+ * changes and removed in the transaction that writes the rows; a crash in between leaves the entry,
+ * and whoever finds it once its lease lapsed (the next start, or the periodic sweep of any process
+ * sharing the database) runs the kind's repair. Leases are renewed while the operation runs and
+ * every write is fenced by `owner`, like job leases. Resolved as `storageJournal`.
+ */
+export class StorageJournal {
+  readonly owner = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`
+  private readonly repairs = new Map<string, JournalRepair<any>>()
+  private sweeper?: NodeJS.Timeout
+  private sweeping?: Promise<number>
+
+  constructor(
+    private readonly knex: Knex,
+    private readonly leaseMs: number,
+    private readonly log: Logger,
+    /** how long an operation waits for a conflicting one in its scope before answering 409 */
+    private readonly waitMs = 10_000,
+  ) {}
+
+  define<P>(kind: string, repair: JournalRepair<P>): void {
+    this.repairs.set(kind, repair)
+  }
+
+  /**
+   * Runs `work` under a new entry, which `work` must end (`end`) in the transaction that writes its
+   * rows. When `work` throws, the entry is repaired at once and the error rethrown.
+   */
+  async run<P, T>(kind: string, payload: P, options: RunOptions, work: (entry: JournalEntry<P>) => Promise<T>): Promise<T> {
+    const entry = await this.begin(kind, payload, options)
+    const stop = this.keepAlive(entry.id)
+    try {
+      return await work(entry)
+    } catch (err) {
+      await this.repairNow(entry)
+      throw err
+    } finally {
+      stop()
+    }
+  }
+
+  /** ends the entry inside the transaction that writes the rows; throws (rolling it back) when another process took the entry over */
+  async end(trx: Knex, entry: JournalEntry<unknown>): Promise<void> {
+    const n = await trx(TABLE).where({ id: entry.id, owner: this.owner }).delete()
+    if (n !== 1) throw new MamError('conflict', 'The operation was taken over by a repair after its lease lapsed; nothing was changed by this request')
+  }
+
+  /** records progress (what a repair needs to know) in the entry */
+  async update<P>(entry: JournalEntry<P>, payload: P): Promise<void> {
+    const n = await this.knex(TABLE).where({ id: entry.id, owner: this.owner }).update({ payload: JSON.stringify(payload), updated_at: new Date() })
+    if (n !== 1) throw new MamError('conflict', 'The operation was taken over by a repair after its lease lapsed')
+    entry.payload = payload
+  }
+
+  /** repairs every entry whose lease lapsed (processes that died); returns how many */
+  reconcile(): Promise<number> {
+    // one sweep at a time per process: the start-up call and the timer may meet
+    this.sweeping ??= this.sweep().finally(() => (this.sweeping = undefined))
+    return this.sweeping
+  }
+
+  /** sweeps every lease period, so entries of a process that died are repaired without waiting for a restart */
+  startSweeping(): void {
+    if (this.sweeper) return
+    this.sweeper = setInterval(() => {
+      this.reconcile().catch((err) => this.log.warn({ err }, 'storage journal sweep failed'))
+    }, this.leaseMs)
+    this.sweeper.unref()
+  }
+
+  close(): void {
+    clearInterval(this.sweeper)
+    this.sweeper = undefined
+  }
+
+  private async sweep(): Promise<number> {
+    const lapsed = await this.knex(TABLE).where('lease_until', '<', new Date()).whereIn('kind', [...this.repairs.keys()]).orderBy('id').limit(100)
+    let repaired = 0
+    for (const row of lapsed) {
+      // take it over first: of several processes sweeping, one repairs
+      const taken = await this.knex(TABLE)
+        .where({ id: row.id })
+        .where('lease_until', '<', new Date())
+        .update({ owner: this.owner, lease_until: this.leaseEnd(), updated_at: new Date() })
+      if (taken !== 1) continue
+      const entry = toEntry(row)
+      this.log.warn({ kind: entry.kind, id: entry.id, scope: entry.scope }, 'repairing a file operation that a crash cut short')
+      const stop = this.keepAlive(entry.id)
+      try {
+        await this.repairs.get(entry.kind)!(entry)
+        repaired++
+      } catch (err) {
+        // the entry stays; its lease lapses and the next sweep tries again
+        this.log.error({ err, kind: entry.kind, id: entry.id }, 'repairing a file operation failed')
+      } finally {
+        stop()
+      }
+    }
+    return repaired
+  }
+
+  private async repairNow(entry: JournalEntry<unknown>): Promise<void> {
+    const repair = this.repairs.get(entry.kind)
+    try {
+      // the work may have ended its entry before it failed
+      const mine = await this.knex(TABLE).where({ id: entry.id, owner: this.owner }).first('id')
+      if (repair && mine) await repair(entry)
+    } catch (err) {
+      this.log.error({ err, kind: entry.kind, id: entry.id }, 'repairing a failed file operation failed; the sweep tries again')
+    }
+  }
+
+  /**
+   * Inserts the entry, then waits while a conflicting entry of the same scope is live. Ids decide
+   * who goes first without a lock that spans the wait: an entry that sees a conflicting one with a
+   * lower id steps back (removes itself and comes back later), one that sees only higher ids waits
+   * for them to step back or finish. Entries whose lease lapsed are ignored here (a dead process
+   * makes no progress to wait for); the sweep repairs them.
+   */
+  private async begin<P>(kind: string, payload: P, options: RunOptions): Promise<JournalEntry<P>> {
+    const scope = options.scope ?? null
+    const exclusive = options.exclusive ?? false
+    const deadline = Date.now() + this.waitMs
+    for (;;) {
+      const now = new Date()
+      const [inserted] = await this.knex(TABLE)
+        .insert({ kind, scope, exclusive, payload: JSON.stringify(payload), owner: this.owner, lease_until: this.leaseEnd(), created_at: now, updated_at: now })
+        .returning('id')
+      const id = Number(typeof inserted === 'object' ? inserted.id : inserted)
+      const entry: JournalEntry<P> = { id, kind, scope, payload, createdAt: now }
+      if (scope === null) return entry
+      for (;;) {
+        const blockers = await this.knex(TABLE)
+          .where({ scope })
+          .whereNot({ id })
+          .where('lease_until', '>=', new Date())
+          .where((q) => (exclusive ? q : q.where({ exclusive: true })))
+          .select('id')
+        if (blockers.length === 0) return entry
+        const stepBack = blockers.some((b: { id: number }) => Number(b.id) < id)
+        if (stepBack || Date.now() > deadline) await this.knex(TABLE).where({ id }).delete()
+        if (Date.now() > deadline)
+          throw new MamError('conflict', `Another file operation is running in ${scope}; try again shortly`, { headers: { 'Retry-After': '1' } })
+        await sleep(20 + Math.random() * 30)
+        if (stepBack) break
+      }
+    }
+  }
+
+  private keepAlive(id: number): () => void {
+    const timer = setInterval(() => {
+      this.knex(TABLE)
+        .where({ id, owner: this.owner })
+        .update({ lease_until: this.leaseEnd(), updated_at: new Date() })
+        .catch((err) => this.log.warn({ err, id }, 'could not renew a storage journal lease'))
+    }, Math.max(50, Math.floor(this.leaseMs / 3)))
+    timer.unref()
+    return () => clearInterval(timer)
+  }
+
+  private leaseEnd(): Date {
+    return new Date(Date.now() + this.leaseMs)
+  }
+}
+
+const toEntry = (row: Record<string, any>): JournalEntry<any> => ({
+  id: Number(row.id),
+  kind: row.kind,
+  scope: row.scope ?? null,
+  payload: JSON.parse(row.payload),
+  createdAt: row.created_at instanceof Date ? row.created_at : new Date(Number(row.created_at)),
+})
