@@ -109,27 +109,32 @@ export class StorageJournal {
   private async sweep(): Promise<number> {
     const lapsed = await this.knex(TABLE).where('lease_until', '<', new Date()).whereIn('kind', [...this.repairs.keys()]).orderBy('id').limit(100)
     let repaired = 0
-    for (const row of lapsed) {
-      // take it over first: of several processes sweeping, one repairs
-      const taken = await this.knex(TABLE)
-        .where({ id: row.id })
-        .where('lease_until', '<', new Date())
-        .update({ owner: this.owner, lease_until: this.leaseEnd(), updated_at: new Date() })
-      if (taken !== 1) continue
-      const entry = toEntry(row)
-      this.log.warn({ kind: entry.kind, id: entry.id, scope: entry.scope }, 'repairing a file operation that a crash cut short')
-      const stop = this.keepAlive(entry.id)
-      try {
-        await this.repairs.get(entry.kind)!(entry)
-        repaired++
-      } catch (err) {
-        // the entry stays; its lease lapses and the next sweep tries again
-        this.log.error({ err, kind: entry.kind, id: entry.id }, 'repairing a file operation failed')
-      } finally {
-        stop()
-      }
-    }
+    for (const row of lapsed) if (await this.takeOverAndRepair(row)) repaired++
     return repaired
+  }
+
+  /** repairs an entry whose lease lapsed, unless another process takes it over first; true when repaired here */
+  private async takeOverAndRepair(row: Record<string, any>): Promise<boolean> {
+    const repair = this.repairs.get(row.kind)
+    if (!repair) return false
+    const taken = await this.knex(TABLE)
+      .where({ id: row.id })
+      .where('lease_until', '<', new Date())
+      .update({ owner: this.owner, lease_until: this.leaseEnd(), updated_at: new Date() })
+    if (taken !== 1) return false
+    const entry = toEntry(row)
+    this.log.warn({ kind: entry.kind, id: entry.id, scope: entry.scope }, 'repairing a file operation that a crash cut short')
+    const stop = this.keepAlive(entry.id)
+    try {
+      await repair(entry)
+      return true
+    } catch (err) {
+      // the entry stays; its lease lapses and the next sweep tries again
+      this.log.error({ err, kind: entry.kind, id: entry.id }, 'repairing a file operation failed')
+      return false
+    } finally {
+      stop()
+    }
   }
 
   private async repairNow(entry: JournalEntry<unknown>): Promise<void> {
@@ -147,8 +152,8 @@ export class StorageJournal {
    * Inserts the entry, then waits while a conflicting entry of the same scope is live. Ids decide
    * who goes first without a lock that spans the wait: an entry that sees a conflicting one with a
    * lower id steps back (removes itself and comes back later), one that sees only higher ids waits
-   * for them to step back or finish. Entries whose lease lapsed are ignored here (a dead process
-   * makes no progress to wait for); the sweep repairs them.
+   * for them to step back or finish. An entry whose lease lapsed (its process died) is repaired
+   * here first.
    */
   private async begin<P>(kind: string, payload: P, options: RunOptions): Promise<JournalEntry<P>> {
     const scope = options.scope ?? null
@@ -163,12 +168,14 @@ export class StorageJournal {
       const entry: JournalEntry<P> = { id, kind, scope, payload, createdAt: now }
       if (scope === null) return entry
       for (;;) {
-        const blockers = await this.knex(TABLE)
+        const conflicting = await this.knex(TABLE)
           .where({ scope })
           .whereNot({ id })
-          .where('lease_until', '>=', new Date())
           .where((q) => (exclusive ? q : q.where({ exclusive: true })))
-          .select('id')
+        // a dead process's operation is repaired before this one touches the same tree
+        const now = Date.now()
+        for (const row of conflicting) if (toEntry(row).leaseUntil < now) await this.takeOverAndRepair(row)
+        const blockers = conflicting.filter((row: Record<string, any>) => toEntry(row).leaseUntil >= now && this.repairs.has(row.kind))
         if (blockers.length === 0) return entry
         const stepBack = blockers.some((b: { id: number }) => Number(b.id) < id)
         if (stepBack || Date.now() > deadline) await this.knex(TABLE).where({ id }).delete()
@@ -196,10 +203,13 @@ export class StorageJournal {
   }
 }
 
-const toEntry = (row: Record<string, any>): JournalEntry<any> => ({
+const time = (v: unknown) => (v instanceof Date ? v : new Date(typeof v === 'string' && !/^\d+$/.test(v) ? v : Number(v)))
+
+const toEntry = (row: Record<string, any>): JournalEntry<any> & { leaseUntil: number } => ({
   id: Number(row.id),
   kind: row.kind,
   scope: row.scope ?? null,
   payload: JSON.parse(row.payload),
-  createdAt: row.created_at instanceof Date ? row.created_at : new Date(Number(row.created_at)),
+  createdAt: time(row.created_at),
+  leaseUntil: time(row.lease_until).getTime(),
 })

@@ -1,9 +1,10 @@
-import { readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { link, lstat, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
 import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
 import { waitForJobEnd } from '../../helpers/media.js'
 import { exists, row } from '../projects/fixtures.js'
+import type { StorageJournal } from '../../../core/storage/journal.js'
 import { projectWithFiles } from './fixtures.js'
 
 /** folder operations of the projects plugin move the asset rows with their files (issue 18 item 1) */
@@ -112,4 +113,69 @@ onEachDatabase(t, 'concurrent folder operations in one project leave every row o
   t.ok(replies.filter((r) => r.status === 200).length >= 5, 'most operations succeeded')
   await assertRowsFollowFiles(t, s, p, contentById)
   t.equal(Object.keys(await assetRows(s, p.id)).length, Object.keys(files).length)
+})
+
+/** a journal entry as a process that died mid-move leaves it (its lease long lapsed) */
+async function deadMoveEntry(s: TestServer, projectId: number, moves: object[]) {
+  const past = new Date(Date.now() - 60_000)
+  await s.runtime.db.knex('storage_journal').insert({
+    kind: 'projects.move',
+    scope: `project:${projectId}`,
+    exclusive: true,
+    payload: JSON.stringify({ projectId, moves }),
+    owner: 'a-process-that-died',
+    lease_until: past,
+    created_at: past,
+    updated_at: past,
+  })
+}
+
+onEachDatabase(t, 'a move cut short by a crash is repaired from what is on disk', async (t, s) => {
+  const files = { 'a.txt': 'a', 'b.txt': 'b', 'c.txt': 'c', 'Dir/d.txt': 'd', 'Dir2/e.txt': 'e', 'f.txt': 'f' }
+  const { p, assets } = await projectWithFiles(s, 'Crashed', files)
+  const contentById = new Map(assets.map((a: any) => [a.id as number, (files as Record<string, string>)[a.path]]))
+  const idOf = (rel: string) => assets.find((a: any) => a.path === rel).id as number
+  const file = (rel: string) => path.join(p.path, rel)
+  const identity = async (rel: string) => {
+    const info = await lstat(file(rel), { bigint: true })
+    return { dev: String(info.dev), ino: String(info.ino) }
+  }
+  const moves = [
+    { from: 'a.txt', to: 'Dest/a.txt', isFolder: false, ...(await identity('a.txt')) },
+    { from: 'b.txt', to: 'Dest/b.txt', isFolder: false, ...(await identity('b.txt')) },
+    { from: 'Dir', to: 'Dest/Dir', isFolder: true, ...(await identity('Dir')) },
+    { from: 'c.txt', to: 'Dest/c.txt', isFolder: false, ...(await identity('c.txt')) },
+    { from: 'Dir2', to: 'Dest/Dir2', isFolder: true, ...(await identity('Dir2')) },
+  ]
+  // b.txt and Dir moved, a.txt linked under its new name but the old one not removed yet, the name
+  // Dest/Dir2 claimed by the empty folder but Dir2 not renamed yet, c.txt untouched
+  await mkdir(file('Dest'))
+  await link(file('a.txt'), file('Dest/a.txt'))
+  await link(file('b.txt'), file('Dest/b.txt'))
+  await rm(file('b.txt'))
+  await rename(file('Dir'), file('Dest/Dir'))
+  await mkdir(file('Dest/Dir2'))
+  await deadMoveEntry(s, p.id, moves)
+
+  t.equal(await s.runtime.container.resolve<StorageJournal>('storageJournal').reconcile(), 1, 'one entry repaired')
+  t.equal(Number((await s.runtime.db.knex('storage_journal').count({ n: '*' }))[0].n), 0, 'the entry is gone')
+  t.match(await row(s, 'assets', { id: idOf('a.txt') }), { path: 'Dest/a.txt', folder: 'Dest' })
+  t.notOk(await exists(file('a.txt')), 'the half-done file move is finished')
+  t.match(await row(s, 'assets', { id: idOf('b.txt') }), { path: 'Dest/b.txt' })
+  t.match(await row(s, 'assets', { id: idOf('Dir/d.txt') }), { path: 'Dest/Dir/d.txt', folder: 'Dest/Dir' })
+  t.match(await row(s, 'assets', { id: idOf('c.txt') }), { path: 'c.txt' }, 'what did not move keeps its row')
+  t.match(await row(s, 'assets', { id: idOf('Dir2/e.txt') }), { path: 'Dir2/e.txt' })
+  t.notOk(await exists(file('Dest/Dir2')), 'the empty folder that claimed the name is removed')
+  await assertRowsFollowFiles(t, s, p, contentById)
+
+  // an entry of a dead process in the same project is repaired by the next move there, before it moves anything
+  await link(file('f.txt'), file('Dest/f.txt'))
+  await deadMoveEntry(s, p.id, [{ from: 'f.txt', to: 'Dest/f.txt', isFolder: false, ...(await identity('f.txt')) }])
+  const next = await s.request('PUT', `/projects/${p.id}/move_contents`, { token: s.user.token, json: { source: 'c.txt', destination: 'Dest' } })
+  t.equal(next.status, 200)
+  t.match(await row(s, 'assets', { id: idOf('f.txt') }), { path: 'Dest/f.txt' })
+  t.match(await row(s, 'assets', { id: idOf('c.txt') }), { path: 'Dest/c.txt' })
+  t.notOk(await exists(file('f.txt')))
+  await assertRowsFollowFiles(t, s, p, contentById)
+  t.equal(Number((await s.runtime.db.knex('storage_journal').count({ n: '*' }))[0].n), 0)
 })
