@@ -13,6 +13,7 @@ import { defineProjectJobs } from './jobs.js'
 import { registerProjectReport } from './report.js'
 import { PathMoveHooks } from './path-moves.js'
 import { ProjectMoves } from './moves.js'
+import { CREATE_KIND, repairCreation } from './creation.js'
 import { StorageJournal } from '../../core/storage/journal.js'
 import type { MamConfig } from '../../core/config.js'
 import type { Knex } from '../../core/db/orm.js'
@@ -37,7 +38,7 @@ export const projectsPlugin = definePlugin({
   migrations,
   capabilities: { 'projects.create': 'Create projects' },
   register(api) {
-    api.provide('projects', asFunction((c: any) => new ProjectService(c.storages, c.templates, c.accessRights, c.teams, c.knex)).singleton())
+    api.provide('projects', asFunction((c: any) => new ProjectService(c.storages, c.templates, c.accessRights, c.teams, c.knex, c.storageJournal)).singleton())
     api.provide('projectGuards', asValue(new ProjectGuards()))
     api.provide('pathMoveHooks', asValue(new PathMoveHooks()))
     // the journal of file operations that must end together with rows (moves here, uploads in assets)
@@ -63,6 +64,8 @@ export const projectsPlugin = definePlugin({
       await em.flush()
     }
     resolve<ProjectMoves>('projectMoves').defineRepair()
+    const journal = resolve<StorageJournal>('storageJournal')
+    journal.define(CREATE_KIND, repairCreation(resolve('knex'), resolve('storages'), journal))
   },
   async started({ resolve }) {
     // after every plugin's start, so the hooks of the plugins whose rows follow moves are in place
