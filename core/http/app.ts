@@ -246,6 +246,9 @@ function bodyParsers(config: MamConfig): BodyParsers {
           // text fields are held in memory: the form limit, not formidable's 20 MB
           maxFieldsSize: config.limits.formBytes,
           keepExtensions: false,
+          // an empty file is a legitimate upload
+          allowEmptyFiles: true,
+          minFileSize: 0,
           createDirsFromUploads: false,
           filename: () => randomUUID(),
           // formidable opens a file it has already refused (maxFiles) and unlinks refused ones before they are

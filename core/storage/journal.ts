@@ -78,9 +78,9 @@ export class StorageJournal {
     if (n !== 1) throw new MamError('conflict', 'The operation was taken over by a repair after its lease lapsed; nothing was changed by this request')
   }
 
-  /** records progress (what a repair needs to know) in the entry */
-  async update<P>(entry: JournalEntry<P>, payload: P): Promise<void> {
-    const n = await this.knex(TABLE).where({ id: entry.id, owner: this.owner }).update({ payload: JSON.stringify(payload), updated_at: new Date() })
+  /** records progress (what a repair needs to know) in the entry, in `trx` when it must commit with rows */
+  async update<P>(entry: JournalEntry<P>, payload: P, trx: Knex = this.knex): Promise<void> {
+    const n = await trx(TABLE).where({ id: entry.id, owner: this.owner }).update({ payload: JSON.stringify(payload), updated_at: new Date() })
     if (n !== 1) throw new MamError('conflict', 'The operation was taken over by a repair after its lease lapsed')
     entry.payload = payload
   }

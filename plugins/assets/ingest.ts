@@ -1,0 +1,208 @@
+import { randomUUID } from 'node:crypto'
+import { constants, copyFile, link, lstat, mkdir, readdir, realpath, rm, unlink } from 'node:fs/promises'
+import path from 'node:path'
+import type { Knex } from '../../core/db/orm.js'
+import { linkExclusive } from '../../core/storage/exclusive.js'
+import type { JournalEntry, StorageJournal } from '../../core/storage/journal.js'
+import { projectScope } from '../projects/index.js'
+import type { Project } from '../projects/entities.js'
+import type { ProjectService } from '../projects/service.js'
+import type { AssetService } from './service.js'
+import { ASSET_COLUMNS, viewOfRow, type AssetView } from './asset-json.js'
+import { candidateNames } from './upload-names.js'
+
+export const INGEST_KIND = 'assets.ingest'
+
+/** an uploaded file waiting in the upload folder, and the name the client gave it (already cleaned) */
+export interface Upload {
+  tempPath: string
+  name: string
+}
+
+interface Claimed {
+  name: string
+  dev: string
+  ino: string
+}
+
+/** what a repair needs: where the request put its files, by which names, and whether its rows committed */
+interface IngestIntent {
+  projectId: number
+  /** the target folder relative to the project folder ('' for its root) */
+  folder: string
+  /** the temporary files are `.mamkit-ingest-<token>-<i>` in that folder */
+  token: string
+  count: number
+  /** every name claimed, with the identity of its file */
+  claimed?: Claimed[]
+  /** the rows committed; their analysis may still have to be queued */
+  assetIds?: number[]
+}
+
+const identity = async (p: string) => {
+  const info = await lstat(p, { bigint: true }).catch(() => null)
+  return info ? { dev: info.dev.toString(), ino: info.ino.toString(), size: Number(info.size), mtime: new Date(Math.floor(Number(info.mtimeMs))) } : null
+}
+const tempOf = (dir: string, token: string, i: number) => path.join(dir, `.mamkit-ingest-${token}-${i}`)
+const chars = (s: string) => [...s].length
+const NO_LINK = new Set(['EXDEV', 'EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS', 'EMLINK'])
+
+/**
+ * Uploads into a project folder, all or nothing per request. Each file first gets a hidden
+ * temporary name in the target folder (a hard link of the upload, or a copy across file systems),
+ * then claims its name with link(), which fails instead of replacing when the name is taken
+ * (`clip (2).mov` …), so concurrent uploads of one name never overwrite each other. The rows, the
+ * project's size and the stored answer of an Idempotency-Key commit in one transaction; a failure
+ * or a crash before it removes exactly the files this request placed (checked by inode), never
+ * another's. Resolved as `ingest`.
+ */
+export class Ingest {
+  constructor(
+    private readonly knex: Knex,
+    private readonly journal: StorageJournal,
+    private readonly projects: ProjectService,
+    private readonly assets: AssetService,
+  ) {}
+
+  defineRepair(): void {
+    this.journal.define<IngestIntent>(INGEST_KIND, (entry) => this.repair(entry))
+  }
+
+  /** `dir` is the target folder (resolved, inside the project); `onCommit` runs in the transaction that writes the rows */
+  async ingest(project: Project, dir: string, uploads: Upload[], options: { userId: number; onCommit(trx: Knex, assets: AssetView[]): Promise<void> }): Promise<AssetView[]> {
+    const root = await realpath(this.projects.pathOf(project))
+    const folder = path.relative(root, dir).split(path.sep).join('/')
+    const intent: IngestIntent = { projectId: project.id, folder, token: randomUUID(), count: uploads.length }
+    // shared: uploads run side by side, but not beside a folder move in the same project
+    return this.journal.run(INGEST_KIND, intent, { scope: projectScope(project.id) }, async (entry) => {
+      await mkdir(dir, { recursive: true })
+      const temps = uploads.map((_, i) => tempOf(dir, intent.token, i))
+      for (const [i, upload] of uploads.entries()) await place(upload.tempPath, temps[i])
+      const taken = await this.namesTaken(project.id, folder, uploads.map((u) => u.name))
+      const claimed: Claimed[] = []
+      const files: Array<NonNullable<Awaited<ReturnType<typeof identity>>> & { name: string }> = []
+      for (const [i, upload] of uploads.entries()) {
+        const name = await claim(temps[i], dir, upload.name, taken)
+        taken.add(name)
+        const id = (await identity(path.join(dir, name)))!
+        claimed.push({ name, dev: id.dev, ino: id.ino })
+        files.push({ ...id, name })
+      }
+      await this.journal.update(entry, { ...intent, claimed })
+      await Promise.all(temps.map((t) => rm(t, { force: true })))
+      const views = await this.knex.transaction(async (trx) => {
+        const rows = await this.insertRows(trx, project, folder, files)
+        await trx('projects')
+          .where({ id: project.id })
+          .update({ size: trx.raw('size + ?', [files.reduce((n, f) => n + f.size, 0)]), updated_at: new Date() })
+        await this.journal.update(entry, { ...intent, claimed, assetIds: rows.map((r) => Number(r.id)) }, trx)
+        const views = rows.map((r) => viewOfRow(r, { id: project.id, name: project.name }))
+        await options.onCommit(trx, views)
+        return views
+      })
+      await this.assets.analyseLater(views.map((v) => ({ id: v.id, project })), options.userId)
+      await this.journal.end(this.knex, entry)
+      return views
+    })
+  }
+
+  /** names in the folder that rows claim (an offline asset keeps its name until it is removed) */
+  private async namesTaken(projectId: number, folder: string, names: string[]): Promise<Set<string>> {
+    const bases = [...new Set(names)].map((n) => n.slice(0, n.length - path.extname(n).length))
+    const rows: Array<{ name: string }> = await this.knex('assets')
+      .where({ project_id: projectId, folder })
+      .where((q) => {
+        q.whereIn('name', names)
+        for (const base of bases) q.orWhereRaw('substr(name, 1, ?) = ?', [chars(base) + 2, `${base} (`])
+      })
+      .select('name')
+    return new Set(rows.map((r) => r.name))
+  }
+
+  private insertRows(trx: Knex, project: Project, folder: string, files: Array<{ name: string; size: number; mtime: Date; dev: string; ino: string }>) {
+    const now = new Date()
+    const rows = files.map((f) => ({
+      uuid: randomUUID(),
+      project_id: project.id,
+      path: folder ? `${folder}/${f.name}` : f.name,
+      folder,
+      name: f.name,
+      type: 'other',
+      size: f.size,
+      mtime: f.mtime,
+      inode: Number(f.ino),
+      device: Number(f.dev),
+      online: true,
+      analysis_state: 'pending',
+      proxy_state: 'pending',
+      metadata: '{}',
+      proxies: '{}',
+      proxy_version: 0,
+      crc32: null,
+      sha256: null,
+      hashed_at: null,
+      created_at: now,
+      updated_at: now,
+    }))
+    // a reindex walking the folder may have registered a claimed file already: that row is this file's
+    return trx('assets')
+      .insert(rows)
+      .onConflict(['project_id', 'path'])
+      .merge(['size', 'mtime', 'inode', 'device', 'online', 'analysis_state', 'crc32', 'sha256', 'hashed_at', 'updated_at'])
+      .returning(ASSET_COLUMNS) as Promise<Array<Record<string, any>>>
+  }
+
+  /**
+   * After a failure or a crash: committed rows get their analysis queued; otherwise every file this
+   * request placed goes, found by the names it recorded or, before it recorded them, as the other
+   * names of its temporary files (hard links share the inode).
+   */
+  private async repair(entry: JournalEntry<IngestIntent>): Promise<void> {
+    const { projectId, folder, token, count, claimed, assetIds } = entry.payload
+    const project = await this.knex('projects').where({ id: projectId }).first('id', 'storage', 'folder', 'encoding_priority')
+    const root = project ? await realpath(this.projects.pathOf(project as Project)).catch(() => null) : null
+    if (root) {
+      const dir = path.join(root, folder)
+      const temps = Array.from({ length: count }, (_, i) => tempOf(dir, token, i))
+      if (assetIds) {
+        const owner = { id: projectId, encodingPriority: Number(project.encoding_priority) }
+        await this.assets.analyseLater(assetIds.map((id) => ({ id, project: owner })))
+      } else {
+        const placed = claimed ?? (await Promise.all(temps.map(identity))).filter((id) => id !== null)
+        const names = claimed ? claimed.map((c) => c.name) : await readdir(dir).catch(() => [] as string[])
+        for (const name of names) {
+          const file = path.join(dir, name)
+          if (temps.includes(file)) continue
+          const id = await identity(file)
+          if (id && placed.some((p) => p.dev === id.dev && p.ino === id.ino)) await unlink(file)
+        }
+      }
+      await Promise.all(temps.map((t) => rm(t, { force: true })))
+    }
+    await this.journal.end(this.knex, entry)
+  }
+}
+
+/** the upload as a hidden temporary file in the target folder: a hard link, or a copy across file systems */
+async function place(upload: string, temp: string): Promise<void> {
+  try {
+    await link(upload, temp)
+  } catch (err) {
+    if (!NO_LINK.has((err as NodeJS.ErrnoException).code ?? '')) throw err
+    await copyFile(upload, temp, constants.COPYFILE_EXCL)
+  }
+}
+
+/** the first free name of `clip.mov`, `clip (2).mov` …, claimed for the temporary file */
+async function claim(temp: string, dir: string, name: string, taken: Set<string>): Promise<string> {
+  for (const candidate of candidateNames(name)) {
+    if (taken.has(candidate)) continue
+    try {
+      await linkExclusive(temp, path.join(dir, candidate))
+      return candidate
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+    }
+  }
+  throw new Error('unreachable: candidate names never end')
+}
