@@ -18,7 +18,8 @@ const canonical = (v: unknown): string =>
   Array.isArray(v) ? `[${v.map(canonical).join(',')}]` : v && typeof v === 'object' ? `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical((v as any)[k])}`).join(',')}}` : JSON.stringify(v ?? null)
 
 function fingerprintOf(ctx: MamContext): string {
-  const files = ctx.files.map((f) => ({ field: f.field, name: f.originalName, size: f.size }))
+  // parts are collected as they finish, so their order says nothing
+  const files = ctx.files.map((f) => canonical({ field: f.field, name: f.originalName, size: f.size })).sort()
   return createHash('sha256').update(canonical({ method: ctx.method, path: ctx.path, input: ctx.input, files })).digest('hex')
 }
 
