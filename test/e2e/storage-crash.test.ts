@@ -61,7 +61,7 @@ for (const db of databaseKinds()) {
       t.ok(rows.every((r: any) => Boolean(r.online)), 'every row is online')
       if (contentOf) {
         const wrong = []
-        for (const r of rows) if ((await readFile(path.join(root, r.path), 'utf8')) !== contentOf(r)) wrong.push(r.path)
+        for (const r of rows) if ((await readFile(path.join(root, r.path), 'utf8').catch(() => null)) !== contentOf(r)) wrong.push(r.path)
         t.same(wrong, [], 'every row names its own file')
       }
     }
@@ -139,15 +139,16 @@ for (const db of databaseKinds()) {
       const described = new Map<number, string>(added.body.assets.slice(0, 10).map((a: any) => [a.id, `about ${a.name}`]))
       let repairs = 0
       for (let round = 0; round < ROUNDS; round++) {
-        // back and forth, file by file (long moves), and a folder renamed between them, until the kill ends the loop
+        // round and round through three folders, file by file (long moves), and a folder renamed between them, until the kill ends the loop
         const url = server.url
+        const FOLDERS = ['Loose', 'Elsewhere', 'Third']
         const drive = async () => {
           for (let i = 0; ; i++) {
-            const [from, to] = i % 2 ? ['Elsewhere', 'Loose'] : ['Loose', 'Elsewhere']
+            const [from, to] = [FOLDERS[i % 3], FOLDERS[(i + 1) % 3]]
             const names = await readdir(path.join(root, from)).catch(() => [] as string[])
             if (names.length) await request(url, 'PUT', `/projects/${project.id}/move_contents`, { token, json: { source: names.map((n) => `${from}/${n}`), destination: to } })
             const tree = (await readdir(path.join(root, 'Tree'))).find((n) => n.startsWith('A'))!
-            await request(url, 'PUT', `/projects/${project.id}/rename_folder`, { token, json: { path: `Tree/${tree}`, name: tree === 'A' ? 'A2' : 'A' } })
+            await request(url, 'PUT', `/projects/${project.id}/rename_folder`, { token, json: { path: `Tree/${tree}`, name: `A${(Number(tree.slice(1) || 1) % 3) + 1}` } })
           }
         }
         const driving = drive().catch(() => {})
