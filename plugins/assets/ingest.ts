@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { constants, copyFile, link, lstat, mkdir, readdir, realpath, rm, unlink } from 'node:fs/promises'
+import { constants, copyFile, link, lstat, mkdir, readdir, realpath, rm, stat, unlink } from 'node:fs/promises'
 import path from 'node:path'
 import type { Knex } from '../../core/db/orm.js'
 import { linkExclusive } from '../../core/storage/exclusive.js'
@@ -9,7 +9,9 @@ import type { Project } from '../projects/entities.js'
 import type { ProjectService } from '../projects/service.js'
 import type { AssetService } from './service.js'
 import { ASSET_COLUMNS, viewOfRow, type AssetView } from './asset-json.js'
-import { candidateNames } from './upload-names.js'
+import { MAX_NAME_BYTES, candidateNames } from './upload-names.js'
+import { invalidParam } from '../../core/errors.js'
+import { resolveInside } from '../../core/storage/paths.js'
 
 export const INGEST_KIND = 'assets.ingest'
 
@@ -68,13 +70,21 @@ export class Ingest {
     this.journal.define<IngestIntent>(INGEST_KIND, (entry) => this.repair(entry))
   }
 
-  /** `dir` is the target folder (resolved, inside the project); `onCommit` runs in the transaction that writes the rows */
-  async ingest(project: Project, dir: string, uploads: Upload[], options: { userId: number; onCommit(trx: Knex, assets: AssetView[]): Promise<void> }): Promise<AssetView[]> {
-    const root = await realpath(this.projects.pathOf(project))
-    const folder = path.relative(root, dir).split(path.sep).join('/')
-    const intent: IngestIntent = { projectId: project.id, folder, token: randomUUID(), count: uploads.length }
-    // shared: uploads run side by side, but not beside a folder move in the same project
+  /** `target` is the client's folder below the project (created when missing); `onCommit` runs in the transaction that writes the rows */
+  async ingest(project: Project, target: string | undefined, uploads: Upload[], options: { userId: number; onCommit(trx: Knex, assets: AssetView[]): Promise<void> }): Promise<AssetView[]> {
+    const intent: IngestIntent = { projectId: project.id, folder: '', token: randomUUID(), count: uploads.length }
+    // shared: uploads run side by side, but not beside a folder move or a rename of the project
     return this.journal.run(INGEST_KIND, intent, { scope: projectScope(project.id) }, async (entry) => {
+      // the folder is resolved in the scope: a rename that ran while this request waited moved it
+      const root = await this.projects.currentRoot(project.id)
+      const dir = target ? await resolveInside(root, target, 'path') : root
+      // an existing target must be a folder: moving uploads into a file would fail half-way (500)
+      const info = await stat(dir).catch(() => null)
+      if (info && !info.isDirectory()) throw invalidParam('path', 'names a file, not a folder')
+      // room for the longest name (with its counter) below the folder, within PATH_MAX
+      if (Buffer.byteLength(dir) + 1 + MAX_NAME_BYTES >= 4096) throw invalidParam('path', 'is too deep for file names of up to 255 bytes below it')
+      const folder = path.relative(root, dir).split(path.sep).join('/')
+      await this.journal.update(entry, Object.assign(intent, { folder }))
       await mkdir(dir, { recursive: true })
       const temps = uploads.map((_, i) => tempOf(dir, intent.token, i))
       for (const [i, upload] of uploads.entries()) await place(upload.tempPath, temps[i])

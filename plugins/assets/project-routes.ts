@@ -1,11 +1,9 @@
-import { realpath, stat } from 'node:fs/promises'
 import path from 'node:path'
 import { Type } from 'typebox'
 import type { RegisterApi } from '../../core/plugin/contract.js'
 import type { MamContext } from '../../core/http/context.js'
 import { IdParams } from '../../core/http/schemas.js'
 import { invalidParam } from '../../core/errors.js'
-import { resolveInside } from '../../core/storage/paths.js'
 import type { JobService } from '../../core/jobs/service.js'
 import { serializeJob } from '../../core/system/status-routes.js'
 import type { ProjectService } from '../projects/service.js'
@@ -80,24 +78,18 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
       return idempotent(ctx, 201, async (answer) => {
         const files = ctx.files.filter((f) => f.field === 'file' || f.field === 'file[]' || f.field.startsWith('files'))
         if (!files.length) throw invalidParam('file', 'is required: one or more multipart file parts')
-        // every part is checked before anything is written
-        const uploads = files.map((f, i) => {
+        // every part is checked before anything is written; a part is named by its field and its file
+        // name (parts are collected as they finish, so their position is not known)
+        const uploads = files.map((f) => {
           const name = uploadName(f.originalName)
           if (Buffer.byteLength(name) > MAX_NAME_BYTES)
-            throw invalidParam(files.length > 1 ? `file[${i}]` : 'file', `has a file name of ${Buffer.byteLength(name)} bytes ("${[...name].slice(0, 40).join('')}…"); at most ${MAX_NAME_BYTES} bytes`)
+            throw invalidParam(f.field, `"${[...name].slice(0, 40).join('')}…" has a file name of ${Buffer.byteLength(name)} bytes; at most ${MAX_NAME_BYTES} bytes`)
           return { tempPath: f.tempPath, name }
         })
         const bytes = files.reduce((n, f) => n + f.size, 0)
         await s.assertSpace(ctx.em, project, bytes)
-        const root = s.pathOf(project)
-        const dir = ctx.input.path ? await resolveInside(root, ctx.input.path, 'path') : await realpath(root)
-        // an existing target must be a folder: moving uploads into a file would fail half-way (500)
-        const target = await stat(dir).catch(() => null)
-        if (target && !target.isDirectory()) throw invalidParam('path', 'names a file, not a folder')
-        // room for the longest name (with its counter) below the folder, within PATH_MAX
-        if (Buffer.byteLength(dir) + 1 + MAX_NAME_BYTES >= 4096) throw invalidParam('path', 'is too deep for file names of up to 255 bytes below it')
         let body: { assets: unknown[] } | undefined
-        await ctx.resolve<Ingest>('ingest').ingest(project, dir, uploads, {
+        await ctx.resolve<Ingest>('ingest').ingest(project, ctx.input.path, uploads, {
           userId: ctx.user!.userId,
           async onCommit(trx, views) {
             body = { assets: views.map(serializeAsset) }

@@ -13,6 +13,7 @@ import { defineProjectJobs } from './jobs.js'
 import { registerProjectReport } from './report.js'
 import { PathMoveHooks } from './path-moves.js'
 import { ProjectMoves } from './moves.js'
+import { ProjectRelocation } from './relocation.js'
 import { CREATE_KIND, repairCreation } from './creation.js'
 import { StorageJournal } from '../../core/storage/journal.js'
 import type { MamConfig } from '../../core/config.js'
@@ -49,6 +50,7 @@ export const projectsPlugin = definePlugin({
         .disposer((journal) => journal.close()),
     )
     api.provide('projectMoves', asFunction((c: any) => new ProjectMoves(c.knex, c.storageJournal, c.pathMoveHooks, c.projects)).singleton())
+    api.provide('projectRelocation', asFunction((c: any) => new ProjectRelocation(c.knex, c.storageJournal, c.storages)).singleton())
     registerProjectRoutes(api)
     registerTreeRoutes(api)
     registerProjectReport(api)
@@ -64,6 +66,7 @@ export const projectsPlugin = definePlugin({
       await em.flush()
     }
     resolve<ProjectMoves>('projectMoves').defineRepair()
+    resolve<ProjectRelocation>('projectRelocation').defineRepair()
     const journal = resolve<StorageJournal>('storageJournal')
     journal.define(CREATE_KIND, repairCreation(resolve('knex'), resolve('storages'), journal))
   },

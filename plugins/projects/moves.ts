@@ -45,20 +45,22 @@ export class ProjectMoves {
   }
 
   async move(project: Project, planned: PlannedMove[]): Promise<void> {
-    const taken = await this.hooks.occupied(this.knex, project.id, planned)
-    const blocked = planned.find((m) => taken.has(m.to))
-    if (blocked)
-      throw conflict(`An asset is still registered at "${blocked.to}" (its file is gone); remove it (DELETE /assets/destroy) before moving something there`, {
-        errors: [{ param: blocked.targetParam, message: 'names a path an asset is registered at' }],
-      })
-    const root = await realpath(this.projects.pathOf(project))
-    const moves: MoveIntent['moves'] = []
-    for (const m of planned) {
-      const id = await identity(path.join(root, m.from))
-      if (!id) throw notFound('path', m.from)
-      moves.push({ from: m.from, to: m.to, isFolder: m.isFolder, dev: id.dev, ino: id.ino })
-    }
-    await this.journal.run<MoveIntent, void>(MOVE_KIND, { projectId: project.id, moves }, { scope: projectScope(project.id), exclusive: true }, async (entry) => {
+    await this.journal.run<MoveIntent, void>(MOVE_KIND, { projectId: project.id, moves: [] }, { scope: projectScope(project.id), exclusive: true }, async (entry) => {
+      // alone in the project now: what was planned before is checked against the tree as it is
+      const taken = await this.hooks.occupied(this.knex, project.id, planned)
+      const blocked = planned.find((m) => taken.has(m.to))
+      if (blocked)
+        throw conflict(`An asset is still registered at "${blocked.to}" (its file is gone); remove it (DELETE /assets/destroy) before moving something there`, {
+          errors: [{ param: blocked.targetParam, message: 'names a path an asset is registered at' }],
+        })
+      const root = await this.projects.currentRoot(project.id)
+      const moves: MoveIntent['moves'] = []
+      for (const m of planned) {
+        const id = await identity(path.join(root, m.from))
+        if (!id) throw notFound('path', m.from)
+        moves.push({ from: m.from, to: m.to, isFolder: m.isFolder, dev: id.dev, ino: id.ino })
+      }
+      await this.journal.update(entry, { projectId: project.id, moves })
       const done: PathMove[] = []
       let failure: { move: PlannedMove; err: NodeJS.ErrnoException } | undefined
       for (const [i, m] of moves.entries()) {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { mkdir, stat } from 'node:fs/promises'
+import { mkdir, realpath, stat } from 'node:fs/promises'
 import path from 'node:path'
 import type { EntityManager, Knex } from '../../core/db/orm.js'
 import type { MamContext } from '../../core/http/context.js'
@@ -57,6 +57,16 @@ export class ProjectService {
 
   pathOf(p: Project): string {
     return path.join(this.storages.get(p.storage).root, p.folder)
+  }
+
+  /**
+   * The project's folder as its row names it now, resolved: for work inside the project's journal
+   * scope, where a rename that ran while the request waited has moved the folder its entity names.
+   */
+  async currentRoot(projectId: number): Promise<string> {
+    const row = await this.knex('projects').where({ id: projectId, deleted: false }).first('storage', 'folder')
+    if (!row) throw notFound('project', projectId)
+    return realpath(this.pathOf(row as Project))
   }
 
   /** a project the user can read (404 otherwise, also for deleted ones) */
