@@ -2,7 +2,7 @@ import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
-import type { Knex } from '../db/orm.js'
+import type { Dialect, Knex } from '../db/orm.js'
 import { MamError } from '../errors.js'
 
 const TABLE = 'storage_journal'
@@ -45,6 +45,7 @@ export class StorageJournal {
 
   constructor(
     private readonly knex: Knex,
+    private readonly dialect: Dialect,
     private readonly leaseMs: number,
     private readonly log: Logger,
     /** how long an operation waits for a conflicting one in its scope before answering 409 */
@@ -149,11 +150,12 @@ export class StorageJournal {
   }
 
   /**
-   * Inserts the entry, then waits while a conflicting entry of the same scope is live. Ids decide
-   * who goes first without a lock that spans the wait: an entry that sees a conflicting one with a
-   * lower id steps back (removes itself and comes back later), one that sees only higher ids waits
-   * for them to step back or finish. An entry whose lease lapsed (its process died) is repaired
-   * here first.
+   * Inserts the entry unless a conflicting live entry holds the scope, else waits and tries again
+   * (409 with Retry-After after `waitMs`). Check and insert are one transaction that no other
+   * check of the scope can interleave with: SQLite runs one writer at a time (the insert comes
+   * first, so the transaction holds the write lock while it checks), PostgreSQL takes an advisory
+   * lock on the scope for the transaction. An entry whose lease lapsed (its process died) is
+   * repaired first, before this operation touches the same tree.
    */
   private async begin<P>(kind: string, payload: P, options: RunOptions): Promise<JournalEntry<P>> {
     const scope = options.scope ?? null
@@ -161,29 +163,30 @@ export class StorageJournal {
     const deadline = Date.now() + this.waitMs
     for (;;) {
       const now = new Date()
-      const [inserted] = await this.knex(TABLE)
-        .insert({ kind, scope, exclusive, payload: JSON.stringify(payload), owner: this.owner, lease_until: this.leaseEnd(), created_at: now, updated_at: now })
-        .returning('id')
-      const id = Number(typeof inserted === 'object' ? inserted.id : inserted)
-      const entry: JournalEntry<P> = { id, kind, scope, payload, createdAt: now }
-      if (scope === null) return entry
-      for (;;) {
-        const conflicting = await this.knex(TABLE)
-          .where({ scope })
-          .whereNot({ id })
-          .where((q) => (exclusive ? q : q.where({ exclusive: true })))
-        // a dead process's operation is repaired before this one touches the same tree
-        const now = Date.now()
-        for (const row of conflicting) if (toEntry(row).leaseUntil < now) await this.takeOverAndRepair(row)
-        const blockers = conflicting.filter((row: Record<string, any>) => toEntry(row).leaseUntil >= now && this.repairs.has(row.kind))
-        if (blockers.length === 0) return entry
-        const stepBack = blockers.some((b: { id: number }) => Number(b.id) < id)
-        if (stepBack || Date.now() > deadline) await this.knex(TABLE).where({ id }).delete()
-        if (Date.now() > deadline)
-          throw new MamError('conflict', `Another file operation is running in ${scope}; try again shortly`, { headers: { 'Retry-After': '1' } })
-        await sleep(20 + Math.random() * 30)
-        if (stepBack) break
-      }
+      const row = { kind, scope, exclusive, payload: JSON.stringify(payload), owner: this.owner, lease_until: this.leaseEnd(), created_at: now, updated_at: now }
+      const outcome = await this.knex
+        .transaction(async (trx) => {
+          if (scope !== null && this.dialect === 'postgresql') await trx.raw('select pg_advisory_xact_lock(?, hashtext(?))', [SCOPE_LOCK, scope])
+          const [inserted] = await trx(TABLE).insert(row).returning('id')
+          const id = Number(typeof inserted === 'object' ? inserted.id : inserted)
+          if (scope === null) return id
+          const conflicting = await trx(TABLE).where({ scope }).whereNot({ id }).where((q) => (exclusive ? q : q.where({ exclusive: true })))
+          // an entry of a dead process holds the scope only when it can be repaired (its plugin is loaded)
+          const holders = conflicting.filter((c: Record<string, any>) => toEntry(c).leaseUntil >= Date.now() || this.repairs.has(c.kind))
+          if (holders.length) throw new ScopeHeld(holders)
+          return id
+        })
+        .catch((err) => {
+          if (err instanceof ScopeHeld) return err
+          throw err
+        })
+      if (!(outcome instanceof ScopeHeld)) return { id: outcome, kind, scope, payload, createdAt: now }
+      const dead = outcome.holders.filter((h) => toEntry(h).leaseUntil < Date.now())
+      let repaired = false
+      for (const h of dead) repaired = (await this.takeOverAndRepair(h)) || repaired
+      if (repaired) continue
+      if (Date.now() > deadline) throw new MamError('conflict', `Another file operation is running in ${scope}; try again shortly`, { headers: { 'Retry-After': '1' } })
+      await sleep(10 + Math.random() * 20)
     }
   }
 
@@ -202,6 +205,16 @@ export class StorageJournal {
     return new Date(Date.now() + this.leaseMs)
   }
 }
+
+/** thrown inside the transaction of `begin` to undo its insert */
+class ScopeHeld extends Error {
+  constructor(readonly holders: Array<Record<string, any>>) {
+    super('scope held')
+  }
+}
+
+// the first key of the advisory lock that serialises the checks of one scope (PostgreSQL)
+const SCOPE_LOCK = 7_005_002
 
 const time = (v: unknown) => (v instanceof Date ? v : new Date(typeof v === 'string' && !/^\d+$/.test(v) ? v : Number(v)))
 

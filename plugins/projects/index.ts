@@ -17,7 +17,7 @@ import { ProjectRelocation } from './relocation.js'
 import { CREATE_KIND, repairCreation } from './creation.js'
 import { StorageJournal } from '../../core/storage/journal.js'
 import type { MamConfig } from '../../core/config.js'
-import type { Knex } from '../../core/db/orm.js'
+import type { Database } from '../../core/db/orm.js'
 import type { Logger } from 'pino'
 
 export { Project } from './entities.js'
@@ -45,7 +45,7 @@ export const projectsPlugin = definePlugin({
     // the journal of file operations that must end together with rows (moves here, uploads in assets)
     api.provide(
       'storageJournal',
-      asFunction(({ knex, config, log }: { knex: Knex; config: MamConfig; log: Logger }) => new StorageJournal(knex, config.jobs.leaseMs, log))
+      asFunction(({ db, config, log }: { db: Database; config: MamConfig; log: Logger }) => new StorageJournal(db.knex, db.dialect, config.jobs.leaseMs, log))
         .singleton()
         .disposer((journal) => journal.close()),
     )
