@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto'
-import { constants, copyFile, link, lstat, mkdir, readdir, realpath, rm, stat, unlink } from 'node:fs/promises'
+import { constants, copyFile, link, mkdir, readdir, realpath, rm, stat, unlink } from 'node:fs/promises'
 import path from 'node:path'
 import type { Knex } from '../../core/db/orm.js'
 import { linkExclusive } from '../../core/storage/exclusive.js'
+import { identityOf, sameFile, type FileIdentity } from '../../core/storage/identity.js'
 import type { JournalEntry, StorageJournal } from '../../core/storage/journal.js'
 import { projectScope } from '../projects/index.js'
 import type { Project } from '../projects/entities.js'
@@ -41,10 +42,6 @@ interface IngestIntent {
   assetIds?: number[]
 }
 
-const identity = async (p: string) => {
-  const info = await lstat(p, { bigint: true }).catch(() => null)
-  return info ? { dev: info.dev.toString(), ino: info.ino.toString(), size: Number(info.size), mtime: new Date(Math.floor(Number(info.mtimeMs))) } : null
-}
 const tempOf = (dir: string, token: string, i: number) => path.join(dir, `.mamkit-ingest-${token}-${i}`)
 const chars = (s: string) => [...s].length
 const NO_LINK = new Set(['EXDEV', 'EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS', 'EMLINK'])
@@ -90,11 +87,11 @@ export class Ingest {
       for (const [i, upload] of uploads.entries()) await place(upload.tempPath, temps[i])
       const taken = await this.namesTaken(project.id, folder, uploads.map((u) => u.name))
       const claimed: Claimed[] = []
-      const files: Array<NonNullable<Awaited<ReturnType<typeof identity>>> & { name: string }> = []
+      const files: Array<FileIdentity & { name: string }> = []
       for (const [i, upload] of uploads.entries()) {
         const name = await claim(temps[i], dir, upload.name, taken)
         taken.add(name)
-        const id = (await identity(path.join(dir, name)))!
+        const id = (await identityOf(path.join(dir, name)))!
         claimed.push({ name, dev: id.dev, ino: id.ino })
         files.push({ ...id, name })
       }
@@ -129,7 +126,7 @@ export class Ingest {
     return new Set(rows.map((r) => r.name))
   }
 
-  private insertRows(trx: Knex, project: Project, folder: string, files: Array<{ name: string; size: number; mtime: Date; dev: string; ino: string }>) {
+  private insertRows(trx: Knex, project: Project, folder: string, files: Array<FileIdentity & { name: string }>) {
     const now = new Date()
     const rows = files.map((f) => ({
       uuid: randomUUID(),
@@ -178,13 +175,13 @@ export class Ingest {
         const owner = { id: projectId, encodingPriority: Number(project.encoding_priority) }
         await this.assets.analyseLater(assetIds.map((id) => ({ id, project: owner })))
       } else {
-        const placed = claimed ?? (await Promise.all(temps.map(identity))).filter((id) => id !== null)
+        const placed = claimed ?? (await Promise.all(temps.map(identityOf))).filter((id) => id !== null)
         const names = claimed ? claimed.map((c) => c.name) : await readdir(dir).catch(() => [] as string[])
         for (const name of names) {
           const file = path.join(dir, name)
           if (temps.includes(file)) continue
-          const id = await identity(file)
-          if (id && placed.some((p) => p.dev === id.dev && p.ino === id.ino)) await unlink(file)
+          const id = await identityOf(file)
+          if (placed.some((p) => sameFile(id, p))) await unlink(file)
         }
       }
       await Promise.all(temps.map((t) => rm(t, { force: true })))

@@ -1,8 +1,9 @@
-import { lstat, mkdir, realpath, rmdir, unlink } from 'node:fs/promises'
+import { mkdir, realpath, rmdir, unlink } from 'node:fs/promises'
 import path from 'node:path'
 import type { Knex } from '../../core/db/orm.js'
 import { conflict, invalidParam, notFound } from '../../core/errors.js'
 import { moveExclusive } from '../../core/storage/exclusive.js'
+import { identityOf, sameFile } from '../../core/storage/identity.js'
 import type { JournalEntry, StorageJournal } from '../../core/storage/journal.js'
 import type { Project } from './entities.js'
 import type { ProjectService } from './service.js'
@@ -15,11 +16,6 @@ export const MOVE_KIND = 'projects.move'
 interface MoveIntent {
   projectId: number
   moves: Array<PathMove & { dev: string; ino: string }>
-}
-
-const identity = async (p: string) => {
-  const info = await lstat(p, { bigint: true }).catch(() => null)
-  return info ? { dev: info.dev.toString(), ino: info.ino.toString(), info } : null
 }
 
 /** the journal scope of a project's tree: moves take it alone, uploads share it */
@@ -56,7 +52,7 @@ export class ProjectMoves {
       const root = await this.projects.currentRoot(project.id)
       const moves: MoveIntent['moves'] = []
       for (const m of planned) {
-        const id = await identity(path.join(root, m.from))
+        const id = await identityOf(path.join(root, m.from))
         if (!id) throw notFound('path', m.from)
         moves.push({ from: m.from, to: m.to, isFolder: m.isFolder, dev: id.dev, ino: id.ino })
       }
@@ -91,13 +87,12 @@ export class ProjectMoves {
     const root = row ? await realpath(this.projects.pathOf(row as Project)).catch(() => null) : null
     const done: PathMove[] = []
     for (const m of root ? entry.payload.moves : []) {
-      const same = (id: Awaited<ReturnType<typeof identity>>) => id !== null && id.dev === m.dev && id.ino === m.ino
-      const [at, was] = [await identity(path.join(root!, m.to)), await identity(path.join(root!, m.from))]
-      if (same(at)) {
+      const [at, was] = [await identityOf(path.join(root!, m.to)), await identityOf(path.join(root!, m.from))]
+      if (sameFile(at, m)) {
         // linked under the new name, the old one not yet removed
-        if (!m.isFolder && same(was)) await unlink(path.join(root!, m.from))
+        if (!m.isFolder && sameFile(was, m)) await unlink(path.join(root!, m.from))
         done.push(m)
-      } else if (same(was) && at && m.isFolder && at.info.isDirectory()) {
+      } else if (sameFile(was, m) && m.isFolder && at?.isDirectory) {
         // the empty folder that claimed the name before the rename (rmdir refuses anything else)
         await rmdir(path.join(root!, m.to)).catch(() => {})
       }

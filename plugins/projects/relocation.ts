@@ -1,9 +1,10 @@
-import { lstat, mkdir, rename, rmdir } from 'node:fs/promises'
+import { mkdir, rename, rmdir } from 'node:fs/promises'
 import path from 'node:path'
 import type { Knex } from '../../core/db/orm.js'
 import { isUniqueViolation } from '../../core/db/unique.js'
 import { conflict, notFound } from '../../core/errors.js'
 import { moveExclusive } from '../../core/storage/exclusive.js'
+import { identityOf, sameFile } from '../../core/storage/identity.js'
 import type { JournalEntry, StorageJournal } from '../../core/storage/journal.js'
 import type { StorageRegistry } from '../../core/storage/storages.js'
 import type { Project } from './entities.js'
@@ -23,11 +24,6 @@ interface Relocation {
   /** identity of the folder; null when it had vanished from the storage already */
   dev: string | null
   ino: string | null
-}
-
-const identity = async (p: string) => {
-  const info = await lstat(p, { bigint: true }).catch(() => null)
-  return info ? { dev: info.dev.toString(), ino: info.ino.toString() } : null
 }
 
 /**
@@ -65,7 +61,7 @@ export class ProjectRelocation {
       // alone in the project now: a rename that ran while this request waited moved the folder
       const current = await this.knex('projects').where({ id: project.id, deleted: false }).first('folder', 'name')
       if (!current) throw notFound('project', project.id)
-      const id = await identity(path.join(root, current.folder))
+      const id = await identityOf(path.join(root, current.folder))
       Object.assign(intent, { from: current.folder, names: [current.name, name], dev: id?.dev ?? null, ino: id?.ino ?? null })
       await this.journal.update(entry, intent)
       await this.writeRow(this.knex, intent, 'forward').catch((err) => {
@@ -99,8 +95,7 @@ export class ProjectRelocation {
   private async repair(entry: JournalEntry<Relocation>): Promise<void> {
     const r = entry.payload
     const root = this.storages.get(r.storage).root
-    const same = (id: Awaited<ReturnType<typeof identity>>) => id !== null && id.dev === r.dev && id.ino === r.ino
-    const stayed = r.ino !== null && same(await identity(path.join(root, r.from))) && !same(await identity(path.join(root, r.to)))
+    const stayed = sameFile(await identityOf(path.join(root, r.from)), r) && !sameFile(await identityOf(path.join(root, r.to)), r)
     if (stayed) {
       // the empty folder that claimed the new name just before the rename, unless another project's row names it
       const owner = await this.knex('projects').where({ storage: r.storage, folder: r.to }).whereNot({ id: r.projectId }).first('id')
