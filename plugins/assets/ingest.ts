@@ -36,7 +36,7 @@ interface IngestIntent {
   /** the temporary files are `.mamkit-ingest-<token>-<i>` in that folder */
   token: string
   count: number
-  /** every name claimed, with the identity of its file */
+  /** every name claimed, with the identity of its file: only where hard links are missing (else the temporary files tell) */
   claimed?: Claimed[]
   /** the rows committed; their analysis may still have to be queued */
   assetIds?: number[]
@@ -51,9 +51,10 @@ const NO_LINK = new Set(['EXDEV', 'EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS', 'E
  * temporary name in the target folder (a hard link of the upload, or a copy across file systems),
  * then claims its name with link(), which fails instead of replacing when the name is taken
  * (`clip (2).mov` …), so concurrent uploads of one name never overwrite each other. The rows, the
- * project's size and the stored answer of an Idempotency-Key commit in one transaction; a failure
- * or a crash before it removes exactly the files this request placed (checked by inode), never
- * another's. Resolved as `ingest`.
+ * project's size and the stored answer of an Idempotency-Key commit in one transaction; the
+ * temporary names go after it. A failure or a crash before the commit removes exactly the files
+ * this request placed (the other names of its temporary files' inodes), never another's.
+ * Resolved as `ingest`.
  */
 export class Ingest {
   constructor(
@@ -69,48 +70,57 @@ export class Ingest {
 
   /** `target` is the client's folder below the project (created when missing); `onCommit` runs in the transaction that writes the rows */
   async ingest(project: Project, target: string | undefined, uploads: Upload[], options: { userId: number; onCommit(trx: Knex, assets: AssetView[]): Promise<void> }): Promise<AssetView[]> {
-    const intent: IngestIntent = { projectId: project.id, folder: '', token: randomUUID(), count: uploads.length }
+    let where = await this.locate(project.id, target)
+    const intent: IngestIntent = { projectId: project.id, folder: where.folder, token: randomUUID(), count: uploads.length }
     // shared: uploads run side by side, but not beside a folder move or a rename of the project
     return this.journal.run(INGEST_KIND, intent, { scope: projectScope(project.id) }, async (entry) => {
-      // the folder is resolved in the scope: a rename that ran while this request waited moved it
-      const root = await this.projects.currentRoot(project.id)
-      const dir = target ? await resolveInside(root, target, 'path') : root
-      // an existing target must be a folder: moving uploads into a file would fail half-way (500)
-      const info = await stat(dir).catch(() => null)
-      if (info && !info.isDirectory()) throw invalidParam('path', 'names a file, not a folder')
-      // room for the longest name (with its counter) below the folder, within PATH_MAX
-      if (Buffer.byteLength(dir) + 1 + MAX_NAME_BYTES >= 4096) throw invalidParam('path', 'is too deep for file names of up to 255 bytes below it')
-      const folder = path.relative(root, dir).split(path.sep).join('/')
-      await this.journal.update(entry, Object.assign(intent, { folder }))
+      // a rename that ran while this request waited for the scope moved the folder
+      if ((await this.projects.currentRoot(project.id)) !== where.root) {
+        where = await this.locate(project.id, target)
+        await this.journal.update(entry, Object.assign(intent, { folder: where.folder }))
+      }
+      const { dir, folder } = where
       await mkdir(dir, { recursive: true })
       const temps = uploads.map((_, i) => tempOf(dir, intent.token, i))
       for (const [i, upload] of uploads.entries()) await place(upload.tempPath, temps[i])
       const taken = await this.namesTaken(project.id, folder, uploads.map((u) => u.name))
-      const claimed: Claimed[] = []
       const files: Array<FileIdentity & { name: string }> = []
+      let renamed = false
       for (const [i, upload] of uploads.entries()) {
-        const name = await claim(temps[i], dir, upload.name, taken)
+        const { name, how } = await claim(temps[i], dir, upload.name, taken)
         taken.add(name)
-        const id = (await identityOf(path.join(dir, name)))!
-        claimed.push({ name, dev: id.dev, ino: id.ino })
-        files.push({ ...id, name })
+        renamed ||= how === 'moved'
+        files.push({ ...(await identityOf(path.join(dir, name)))!, name })
       }
-      await this.journal.update(entry, { ...intent, claimed })
-      await Promise.all(temps.map((t) => rm(t, { force: true })))
+      // a repair finds claimed names as hard links of the temporary files; where there are none, it needs the names
+      if (renamed) await this.journal.update(entry, Object.assign(intent, { claimed: files.map(({ name, dev, ino }) => ({ name, dev, ino })) }))
       const views = await this.knex.transaction(async (trx) => {
         const rows = await this.insertRows(trx, project, folder, files)
         await trx('projects')
           .where({ id: project.id })
           .update({ size: trx.raw('size + ?', [files.reduce((n, f) => n + f.size, 0)]), updated_at: new Date() })
-        await this.journal.update(entry, { ...intent, claimed, assetIds: rows.map((r) => Number(r.id)) }, trx)
+        await this.journal.update(entry, { ...intent, assetIds: rows.map((r) => Number(r.id)) }, trx)
         const views = rows.map((r) => viewOfRow(r, { id: project.id, name: project.name }))
         await options.onCommit(trx, views)
         return views
       })
+      await Promise.all(temps.map((t) => rm(t, { force: true })))
       await this.assets.analyseLater(views.map((v) => ({ id: v.id, project })), options.userId)
       await this.journal.end(this.knex, entry)
       return views
     })
+  }
+
+  /** the target folder below the project's folder as its row names it now: resolved, checked, and relative */
+  private async locate(projectId: number, target: string | undefined) {
+    const root = await this.projects.currentRoot(projectId)
+    const dir = target ? await resolveInside(root, target, 'path') : root
+    // an existing target must be a folder: moving uploads into a file would fail half-way (500)
+    const info = await stat(dir).catch(() => null)
+    if (info && !info.isDirectory()) throw invalidParam('path', 'names a file, not a folder')
+    // room for the longest name (with its counter) below the folder, within PATH_MAX
+    if (Buffer.byteLength(dir) + 1 + MAX_NAME_BYTES >= 4096) throw invalidParam('path', 'is too deep for file names of up to 255 bytes below it')
+    return { root, dir, folder: path.relative(root, dir).split(path.sep).join('/') }
   }
 
   /** names in the folder that rows claim (an offline asset keeps its name until it is removed) */
@@ -161,8 +171,8 @@ export class Ingest {
 
   /**
    * After a failure or a crash: committed rows get their analysis queued; otherwise every file this
-   * request placed goes, found by the names it recorded or, before it recorded them, as the other
-   * names of its temporary files (hard links share the inode).
+   * request placed goes, found as the other names of its temporary files (hard links share the
+   * inode) or, without hard links, by the names it recorded.
    */
   private async repair(entry: JournalEntry<IngestIntent>): Promise<void> {
     const { projectId, folder, token, count, claimed, assetIds } = entry.payload
@@ -200,13 +210,12 @@ async function place(upload: string, temp: string): Promise<void> {
   }
 }
 
-/** the first free name of `clip.mov`, `clip (2).mov` …, claimed for the temporary file */
-async function claim(temp: string, dir: string, name: string, taken: Set<string>): Promise<string> {
+/** the first free name of `clip.mov`, `clip (2).mov` …, claimed for the temporary file (a hard link of it, or it renamed) */
+async function claim(temp: string, dir: string, name: string, taken: Set<string>): Promise<{ name: string; how: 'linked' | 'moved' }> {
   for (const candidate of candidateNames(name)) {
     if (taken.has(candidate)) continue
     try {
-      await linkExclusive(temp, path.join(dir, candidate))
-      return candidate
+      return { name: candidate, how: await linkExclusive(temp, path.join(dir, candidate)) }
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
     }

@@ -59,9 +59,12 @@ export class ProjectMoves {
       await this.journal.update(entry, { projectId: project.id, moves })
       const done: PathMove[] = []
       let failure: { move: PlannedMove; err: NodeJS.ErrnoException } | undefined
+      const folders = new Set<string>()
       for (const [i, m] of moves.entries()) {
         try {
-          await mkdir(path.dirname(path.join(root, m.to)), { recursive: true })
+          const folder = path.dirname(path.join(root, m.to))
+          if (!folders.has(folder)) await mkdir(folder, { recursive: true })
+          folders.add(folder)
           await moveExclusive(path.join(root, m.from), path.join(root, m.to), m.isFolder)
           done.push(m)
         } catch (err) {
