@@ -86,6 +86,12 @@ onEachDatabase(t, 'a move onto a path an asset row still claims is refused befor
   t.ok(await exists(path.join(p.path, 'a.txt')), 'the file did not move')
   t.ok(await exists(path.join(p.path, 'Dir/x.txt')), 'neither did the folder listed before it')
   t.same(await assetRows(s, p.id), before, 'no row changed')
+  // sources that overlap, and a destination that is a file, are refused as well
+  const move = (json: object) => s.request('PUT', `/projects/${p.id}/move_contents`, { token: s.user.token, json })
+  assertProblem(t, await move({ source: ['Dir', 'Dir/x.txt'], destination: 'New' }), 422, ['source[1]'])
+  assertProblem(t, await move({ source: ['Dir/x.txt', 'Dir'], destination: 'New' }), 422, ['source[1]'])
+  assertProblem(t, await move({ source: 'a.txt', destination: 'Dir/x.txt' }), 422, ['destination'])
+  t.notOk(await exists(path.join(p.path, 'New')))
   // renaming a folder onto a name whose rows are still registered (offline) is refused as well
   await rename(path.join(p.path, 'Dir'), path.join(p.path, 'Gone'))
   await writeFile(path.join(p.path, 'Gone', 'y.txt'), 'y')
