@@ -1,9 +1,10 @@
-import { readFile, readdir, rm } from 'node:fs/promises'
+import { link, readFile, readdir, rm, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
 import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
 import { upload, waitForAsset } from '../../helpers/media.js'
 import { createProject, exists, listTree, row } from '../projects/fixtures.js'
+import type { StorageJournal } from '../../../core/storage/journal.js'
 
 /** inject_uploads claims names atomically, checks every part first, takes empty files, and honours Idempotency-Key (issue 18 items 2, 5, 7, 17) */
 
@@ -137,4 +138,46 @@ onEachDatabase(t, 'Idempotency-Key: a repeated upload answers the stored result 
   t.equal(replayed.headers.get('idempotent-replayed'), 'true')
   t.same(replayed.body, added.body)
   t.ok(await exists(path.join(p.path, 'take.mov')))
+})
+
+/** the entry a process that died during an upload leaves (lease long lapsed) */
+async function deadIngest(s: TestServer, payload: Record<string, unknown>) {
+  const past = new Date(Date.now() - 60_000)
+  await s.runtime.db.knex('storage_journal').insert({
+    kind: 'assets.ingest',
+    scope: `project:${payload.projectId}`,
+    exclusive: false,
+    payload: JSON.stringify(payload),
+    owner: 'a-process-that-died',
+    lease_until: past,
+    created_at: past,
+    updated_at: past,
+  })
+}
+
+onEachDatabase(t, 'an upload cut short by a crash is undone from its temporary files, and nothing else', async (t, s) => {
+  const p = await createProject(s, s.user, { name: 'Cut short' })
+  const theirs = (await upload(s, s.user.token, p.id, [{ name: 'clip.mov', data: 'theirs' }])).body.assets[0]
+  const file = (name: string) => path.join(p.path, name)
+  // the dead request placed two temporary files and claimed a name for the first; a file of the
+  // same content under the next name is someone else's (another inode)
+  await writeFile(file('.mamkit-ingest-dead-0'), 'mine 0')
+  await link(file('.mamkit-ingest-dead-0'), file('clip (2).mov'))
+  await writeFile(file('.mamkit-ingest-dead-1'), 'mine 1')
+  await writeFile(file('clip (3).mov'), 'mine 0')
+  await deadIngest(s, { projectId: p.id, folder: '', token: 'dead', count: 2 })
+  const journal = s.runtime.container.resolve<StorageJournal>('storageJournal')
+  t.equal(await journal.reconcile(), 1)
+  t.same(await listTree(p.path), ['clip (3).mov', 'clip.mov'], "the request's files went, the others stayed")
+  t.equal(await readFile(file('clip.mov'), 'utf8'), 'theirs')
+
+  // committed before the crash: the rows stay and their analysis is queued
+  await writeFile(file('.mamkit-ingest-late-0'), 'late')
+  const queued = () => count(s, 'jobs', { type: 'assets.analyse', asset_id: theirs.id })
+  const before = await queued()
+  await deadIngest(s, { projectId: p.id, folder: '', token: 'late', count: 1, assetIds: [theirs.id] })
+  t.equal(await journal.reconcile(), 1)
+  t.equal(await queued(), before + 1, 'analysis queued again')
+  t.same(await listTree(p.path), ['clip (3).mov', 'clip.mov'], 'the temporary file is gone')
+  t.equal(await count(s, 'storage_journal'), 0)
 })
