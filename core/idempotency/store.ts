@@ -67,9 +67,10 @@ export class IdempotencyKeys {
       if (existing.fingerprint !== scope.fingerprint)
         throw invalidParam('Idempotency-Key', 'was used for a different request; use a new key for a new request')
       if (existing.state === 'done') return { replay: { status: Number(existing.status), body: JSON.parse(existing.body) } }
-      // the first request still runs, or its process died: a lapsed lease lets this one take over
+      // the first request still runs, or its process died: a lapsed lease of another process lets this one take over
       const taken = await this.knex(TABLE)
         .where({ id: existing.id, state: 'running' })
+        .whereNot({ owner: OWNER })
         .where('lease_until', '<', new Date())
         .update({ owner: OWNER, lease_until: this.leaseEnd(), updated_at: new Date() })
       if (taken === 1) return { id: Number(existing.id) }

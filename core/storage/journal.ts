@@ -108,7 +108,8 @@ export class StorageJournal {
   }
 
   private async sweep(): Promise<number> {
-    const lapsed = await this.knex(TABLE).where('lease_until', '<', new Date()).whereIn('kind', [...this.repairs.keys()]).orderBy('id').limit(100)
+    // this process's own operations are alive while it is (a stalled event loop can let their leases lapse)
+    const lapsed = await this.knex(TABLE).where('lease_until', '<', new Date()).whereNot({ owner: this.owner }).whereIn('kind', [...this.repairs.keys()]).orderBy('id').limit(100)
     let repaired = 0
     for (const row of lapsed) if (await this.takeOverAndRepair(row)) repaired++
     return repaired
@@ -120,6 +121,7 @@ export class StorageJournal {
     if (!repair) return false
     const taken = await this.knex(TABLE)
       .where({ id: row.id })
+      .whereNot({ owner: this.owner })
       .where('lease_until', '<', new Date())
       .update({ owner: this.owner, lease_until: this.leaseEnd(), updated_at: new Date() })
     if (taken !== 1) return false
@@ -181,7 +183,7 @@ export class StorageJournal {
           throw err
         })
       if (!(outcome instanceof ScopeHeld)) return { id: outcome, kind, scope, payload, createdAt: now }
-      const dead = outcome.holders.filter((h) => toEntry(h).leaseUntil < Date.now())
+      const dead = outcome.holders.filter((h) => toEntry(h).leaseUntil < Date.now() && h.owner !== this.owner)
       let repaired = false
       for (const h of dead) repaired = (await this.takeOverAndRepair(h)) || repaired
       if (repaired) continue
