@@ -70,12 +70,14 @@ export class Ingest {
 
   /** `target` is the client's folder below the project (created when missing); `onCommit` runs in the transaction that writes the rows */
   async ingest(project: Project, target: string | undefined, uploads: Upload[], options: { userId: number; onCommit(trx: Knex, assets: AssetView[]): Promise<void> }): Promise<AssetView[]> {
-    let where = await this.locate(project.id, target)
-    const intent: IngestIntent = { projectId: project.id, folder: where.folder, token: randomUUID(), count: uploads.length }
+    // located before the scope is taken, so the entry is written once; a rename running meanwhile
+    // (its row written, its folder not yet moved) makes this fail, and the scope locates it again
+    let where = await this.locate(project.id, target).catch(() => null)
+    const intent: IngestIntent = { projectId: project.id, folder: where?.folder ?? '', token: randomUUID(), count: uploads.length }
     // shared: uploads run side by side, but not beside a folder move or a rename of the project
     return this.journal.run(INGEST_KIND, intent, { scope: projectScope(project.id) }, async (entry) => {
       // a rename that ran while this request waited for the scope moved the folder
-      if ((await this.projects.currentRoot(project.id)) !== where.root) {
+      if (!where || (await this.projects.currentRoot(project.id)) !== where.root) {
         where = await this.locate(project.id, target)
         await this.journal.update(entry, Object.assign(intent, { folder: where.folder }))
       }
