@@ -6,6 +6,8 @@ import type { Dialect, Knex } from '../db/orm.js'
 import { MamError } from '../errors.js'
 
 const TABLE = 'storage_journal'
+/** entries of `hold`: nothing to repair, a dead holder's entry just ends */
+const HOLD_KIND = 'storage.hold'
 
 export interface JournalEntry<P = unknown> {
   id: number
@@ -50,10 +52,27 @@ export class StorageJournal {
     private readonly log: Logger,
     /** how long an operation waits for a conflicting one in its scope before answering 409 */
     private readonly waitMs = 10_000,
-  ) {}
+  ) {
+    this.define(HOLD_KIND, (entry) => this.end(this.knex, entry))
+  }
 
   define<P>(kind: string, repair: JournalRepair<P>): void {
     this.repairs.set(kind, repair)
+  }
+
+  /**
+   * Runs `work` holding `scope` (shared unless `exclusive`), for work that leaves nothing to repair
+   * but must not run beside an exclusive operation of the scope (a walk of a tree that is being
+   * moved, a folder made in it).
+   */
+  hold<T>(scope: string, options: { exclusive?: boolean }, work: () => Promise<T>): Promise<T> {
+    return this.run(HOLD_KIND, {}, { scope, exclusive: options.exclusive }, async (entry) => {
+      try {
+        return await work()
+      } finally {
+        await this.end(this.knex, entry).catch(() => {})
+      }
+    })
   }
 
   /**

@@ -6,8 +6,7 @@ import { migrations } from './migrations.js'
 import { AssetService } from './service.js'
 import { registerAssetRoutes } from './routes.js'
 import { registerProjectAssetRoutes } from './project-routes.js'
-import { REINDEX_KIND, defineAssetJobs } from './jobs.js'
-import type { StorageJournal } from '../../core/storage/journal.js'
+import { defineAssetJobs } from './jobs.js'
 import { defineProxyJobs } from './proxy-jobs.js'
 import { registerProxyRoutes } from './proxy-routes.js'
 import { ProxyStore } from './proxy-store.js'
@@ -59,8 +58,6 @@ export const assetsPlugin = definePlugin({
     resolve<PathMoveHooks>('pathMoveHooks').add(assetPathMoves)
     // uploads cut short by a crash are undone (projects runs the journal's repairs once every plugin started)
     resolve<Ingest>('ingest').defineRepair()
-    const journal = resolve<StorageJournal>('storageJournal')
-    journal.define(REINDEX_KIND, (entry) => journal.end(resolve<Knex>('knex'), entry))
     // the clean-up of expired downloads reschedules itself; start the chain once
     const pending = await resolve<Knex>('knex')('jobs').where({ type: 'assets.expire-downloads' }).whereIn('state', ['queued', 'running']).first()
     if (!pending) await resolve<JobService>('jobs').enqueue('assets.expire-downloads', {}, { runAt: new Date(Date.now() + 60_000) })

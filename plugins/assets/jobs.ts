@@ -9,12 +9,8 @@ import { Asset } from './entities.js'
 import { analyse } from './probe.js'
 import { assetJob, type AssetService } from './service.js'
 import { walkFiles } from './files.js'
-import type { Knex } from '../../core/db/orm.js'
 import type { StorageJournal } from '../../core/storage/journal.js'
 import { projectScope } from '../projects/index.js'
-
-/** a reindex holds its project's scope in the storage journal; it changes no file, so its repair only ends the entry */
-export const REINDEX_KIND = 'assets.reindex'
 
 /** Jobs are at least once: each handler re-reads the asset and writes the same result on a rerun. */
 export function defineAssetJobs(jobs: JobRegistrar) {
@@ -51,9 +47,8 @@ export function defineAssetJobs(jobs: JobRegistrar) {
     async handler(ctx) {
       const project = await ctx.em.findOne(Project, { id: ctx.payload.projectId, deleted: false })
       if (!project) return { skipped: true }
-      const journal = ctx.resolve<StorageJournal>('storageJournal')
       // not beside a folder move or a rename (the walk would see files in two places); uploads may run beside it
-      return journal.run(REINDEX_KIND, { projectId: project.id }, { scope: projectScope(project.id) }, async (entry) => {
+      return ctx.resolve<StorageJournal>('storageJournal').hold(projectScope(project.id), {}, async () => {
         const assets = ctx.resolve<AssetService>('assets')
         const root = await ctx.resolve<ProjectService>('projects').currentRoot(project.id)
         const seen = new Set<string>()
@@ -78,7 +73,6 @@ export function defineAssetJobs(jobs: JobRegistrar) {
           await ctx.em.nativeUpdate(Asset, { id: asset.id }, { online: false })
           offline++
         }
-        await journal.end(ctx.resolve<Knex>('knex'), entry)
         return { files: seen.size, offline }
       })
     },

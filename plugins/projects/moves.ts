@@ -40,16 +40,17 @@ export class ProjectMoves {
     this.journal.define<MoveIntent>(MOVE_KIND, (entry) => this.repair(entry))
   }
 
-  async move(project: Project, planned: PlannedMove[]): Promise<void> {
+  /** `plan` checks the request against the project folder (as it is once the move runs alone in the project) and says what moves */
+  async move(project: Project, plan: (root: string) => Promise<PlannedMove[]>): Promise<void> {
     await this.journal.run<MoveIntent, void>(MOVE_KIND, { projectId: project.id, moves: [] }, { scope: projectScope(project.id), exclusive: true }, async (entry) => {
-      // alone in the project now: what was planned before is checked against the tree as it is
+      const root = await this.projects.currentRoot(project.id)
+      const planned = await plan(root)
       const taken = await this.hooks.occupied(this.knex, project.id, planned)
       const blocked = planned.find((m) => taken.has(m.to))
       if (blocked)
         throw conflict(`An asset is still registered at "${blocked.to}" (its file is gone); remove it (DELETE /assets/destroy) before moving something there`, {
           errors: [{ param: blocked.targetParam, message: 'names a path an asset is registered at' }],
         })
-      const root = await this.projects.currentRoot(project.id)
       const moves: MoveIntent['moves'] = []
       for (const m of planned) {
         const id = await identityOf(path.join(root, m.from))
