@@ -36,12 +36,20 @@ onEachDatabase(t, 'renaming a project beside uploads into it: every asset row st
     ...Array.from({ length: 10 }, (_, i) => upload(s, s.user.token, p.id, [{ name: `late ${i}.mov`, data: `late ${i}` }], { path: 'Media' })),
   ])
   t.same(replies.map((r) => r.status), Array(21).fill(200).map((_, i) => (i === 10 ? 200 : 201)))
+  // folder operations beside a rename wait for it too
+  const [made, renamedAgain] = await Promise.all([
+    s.request('PUT', `/projects/${p.id}/create_folder`, { token: s.user.token, json: { path: 'Exports' } }),
+    s.request('PUT', `/projects/${p.id}/rename`, { token: s.user.token, json: { name: 'Moving house' } }),
+  ])
+  t.same([made.status, renamedAgain.status], [200, 200])
+  t.equal((await s.request('PUT', `/projects/${p.id}/rename`, { token: s.user.token, json: { name: 'New house' } })).status, 200)
   const root = path.join(path.dirname(p.path), 'New house')
   t.notOk(await exists(p.path), 'the old folder is gone, not made again by a late upload')
   const rows = await s.runtime.db.knex('assets').where({ project_id: p.id }).select('path', 'name')
   t.equal(rows.length, 20)
   for (const r of rows) t.equal(await readFile(path.join(root, r.path), 'utf8'), r.name.replace('.mov', ''), `${r.path} is where its row says`)
-  t.same((await listTree(root)).length, 21, 'twenty files in Media, nothing else')
+  t.same((await listTree(root)).length, 22, 'twenty files in Media, and Exports')
+  t.ok(await exists(path.join(root, 'Exports')))
 })
 
 onEachDatabase(t, 'two projects renamed to one name at once: one wins, the other keeps its folder', async (t, s) => {
