@@ -5,7 +5,7 @@ import type { Knex } from '../db/orm.js'
 import { invalidParam } from '../errors.js'
 import { IdempotencyKeys } from './store.js'
 
-export const HEADER = 'Idempotency-Key'
+const HEADER = 'Idempotency-Key'
 const KEY = /^[\x21-\x7e]{1,255}$/
 
 /** how a handler stores its answer with its work: call `save` in the transaction that commits the work */

@@ -6,7 +6,7 @@ import { MamError, invalidParam } from '../errors.js'
 
 const TABLE = 'idempotency_keys'
 const OWNER = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`
-export const KEEP_MS = 24 * 3600_000
+const KEEP_MS = 24 * 3600_000
 const SWEEP_EVERY_MS = 10 * 60_000
 
 export interface IdempotencyScope {

@@ -14,10 +14,10 @@ import { MAX_NAME_BYTES, candidateNames } from './upload-names.js'
 import { invalidParam } from '../../core/errors.js'
 import { resolveInside } from '../../core/storage/paths.js'
 
-export const INGEST_KIND = 'assets.ingest'
+const INGEST_KIND = 'assets.ingest'
 
 /** an uploaded file waiting in the upload folder, and the name the client gave it (already cleaned) */
-export interface Upload {
+interface Upload {
   tempPath: string
   name: string
 }

@@ -10,7 +10,7 @@ import type { ProjectService } from './service.js'
 import type { PathMove, PathMoveHooks } from './path-moves.js'
 import type { PlannedMove } from './folders.js'
 
-export const MOVE_KIND = 'projects.move'
+const MOVE_KIND = 'projects.move'
 
 /** what a repair needs: the moves, each with the identity (device and inode) of what it moves */
 interface MoveIntent {

@@ -10,7 +10,7 @@ import type { StorageRegistry } from '../../core/storage/storages.js'
 import type { Project } from './entities.js'
 import { projectScope } from './moves.js'
 
-export const RELOCATE_KIND = 'projects.relocate'
+const RELOCATE_KIND = 'projects.relocate'
 
 /** a project's folder moving on its storage: renamed with the project, or into the trash */
 interface Relocation {
