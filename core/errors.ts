@@ -50,11 +50,30 @@ export const badRequest = (detail: string, errors?: ParamError[]) => new MamErro
 export const unauthenticated = (detail = 'Valid credentials are required') => new MamError('unauthenticated', detail)
 export const forbidden = (detail = 'You lack the privilege for this action') => new MamError('forbidden', detail)
 export const notFound = (what: string, id?: string | number) =>
-  new MamError('not_found', id === undefined ? `${what} not found` : `${what} ${id} not found`)
+  new MamError('not_found', id === undefined ? `${what} not found` : `${what} ${typeof id === 'string' ? clipped(id) : id} not found`)
 export const conflict = (detail: string, extra?: Record<string, unknown>) => new MamError('conflict', detail, extra)
 export const invalid = (errors: ParamError[]) =>
   new MamError('invalid_parameters', errors.map((e) => `${e.param} ${e.message}`).join('; '), { errors })
 export const invalidParam = (param: string, message: string) => invalid([{ param, message }])
+
+/** client input cut to `max` characters for a message, and the length it had when it was cut */
+function cut(value: string, max: number): [text: string, length: string] {
+  const chars = [...value]
+  return chars.length <= max ? [value, ''] : [`${chars.slice(0, max).join('')}…`, ` (${chars.length} characters)`]
+}
+
+/** client input for a message, cut short: a 5,000-character header or path is not echoed back whole */
+export const clipped = (value: string, max = 200) => cut(value, max).join('')
+
+/** client input quoted in a message, cut short like `clipped`: `"abc…" (5000 characters)` */
+export function quoted(value: string, max = 200): string {
+  const [text, length] = cut(value, max)
+  return `"${text}"${length}`
+}
+
+/** a job error that retrying cannot mend (a file gone, a bad payload): the job fails at once */
+export const permanentError = (message: string, cause?: unknown): Error & { permanent: true } =>
+  Object.assign(new Error(message, cause === undefined ? undefined : { cause }), { permanent: true as const })
 
 /** Errors raised while plugins are loaded; the process refuses to start. */
 export const BOOT_ERRORS = [
@@ -66,6 +85,11 @@ export const BOOT_ERRORS = [
   'ROUTE_NO_ACCESS',
   'SCHEMA_INVALID',
   'JOB_DUPLICATE',
+  'JOB_INVALID',
+  'EVENT_INVALID',
+  'SERVICE_INVALID',
+  'SERVICE_UNREACHABLE',
+  'SETTINGS_INVALID',
 ] as const
 export type BootErrorCode = (typeof BOOT_ERRORS)[number]
 

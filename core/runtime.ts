@@ -7,8 +7,10 @@ import { resolveConfig, type MamConfig, type MamConfigInput } from './config.js'
 import { EventBus } from './events.js'
 import { openDatabase, type Database } from './db/orm.js'
 import { migrate } from './db/migrator.js'
-import { loadPlugins, type LoadedPlugins } from './plugin/loader.js'
+import { assertReachable, loadPlugins, type LoadedPlugins } from './plugin/loader.js'
 import type { PluginDefinition } from './plugin/contract.js'
+import { coreServices, type ServiceRef, type ServiceResolver } from './plugin/services.js'
+import { BootError } from './errors.js'
 import { AuthService } from './auth/service.js'
 import { LoginThrottle } from './auth/throttle.js'
 import { UserViews } from './auth/user-views.js'
@@ -84,31 +86,44 @@ export class MamRuntime {
       const queue = new JobQueue(db.knex, db.dialect, events, { maxAttempts: config.jobs.maxAttempts })
       const jobs = new JobService(queue, loaded.jobs)
       const container = createContainer({ injectionMode: InjectionMode.PROXY, strict: true })
-      container.register({
-        config: asValue(config),
-        log: asValue(log),
-        events: asValue(events),
-        db: asValue(db),
-        orm: asValue(db.orm),
-        knex: asValue(db.knex),
-        features: asValue(features),
-        jobs: asValue(jobs),
-        capabilities: asValue(loaded.capabilities),
-        plugins: asValue(loaded.plugins),
-        auth: asValue(new AuthService(db.knex, config, events)),
-        loginThrottle: asValue(new LoginThrottle()),
-        userViews: asValue(new UserViews()),
-        storages: asValue(new StorageRegistry(config)),
-        mediaTools: asValue(new MediaTools()),
-        em: asFunction(() => db.orm.em.fork()).scoped(),
-      })
-      for (const [name, { resolver }] of loaded.services) container.register(name, resolver as any)
+      const core: Record<keyof typeof coreServices, unknown> = {
+        config,
+        log,
+        events,
+        db,
+        knex: db.knex,
+        em: undefined, // scoped: below
+        jobs,
+        features,
+        auth: new AuthService(db.knex, config, events),
+        loginThrottle: new LoginThrottle(),
+        userViews: new UserViews(),
+        storages: new StorageRegistry(config),
+        mediaTools: new MediaTools(),
+        plugins: loaded.plugins,
+        capabilities: loaded.capabilities,
+      }
+      for (const [key, value] of Object.entries(core)) {
+        if (key === 'em') continue
+        container.register(coreServices[key as keyof typeof coreServices].id, asValue(value))
+        container.register(key, asValue(value)) // legacy string key, until every plugin resolves by ref
+      }
+      const fork = asFunction(() => db.orm.em.fork()).scoped()
+      container.register({ [coreServices.em.id]: fork, em: asFunction((c: any) => c[coreServices.em.id]).scoped(), orm: asValue(db.orm) })
+      registerPluginServices(container, loaded)
+      loaded.resolveRoot = (id) => container.resolve(id)
       const runner = new JobRunner(queue, loaded.jobs, container, config, events, log, (p) => features.isActive(p))
       for (const phase of ['start', 'started'] as const) {
         for (const plugin of loaded.plugins) {
           if (!plugin[phase]) continue
           const scope = container.createScope()
-          await plugin[phase]!({ resolve: (name) => scope.resolve(name), config, log: log.child({ plugin: plugin.name }) })
+          const reachable = loaded.reachable.get(plugin.name)!
+          const resolve = (ref: ServiceRef<unknown> | string) => {
+            if (typeof ref === 'string') return scope.resolve(ref)
+            assertReachable(plugin.name, reachable, ref)
+            return scope.resolve(ref.id)
+          }
+          await plugin[phase]!({ resolve: resolve as any, config, log: log.child({ plugin: plugin.name }) })
         }
       }
       const app = buildHttpApp({ routes: loaded.routes, container, auth: container.resolve('auth'), features, config, log })
@@ -167,6 +182,38 @@ export class MamRuntime {
     this.container.resolve<MediaTools>('mediaTools').close()
     await this.container.dispose()
     await this.db.close()
+  }
+}
+
+/**
+ * Registers the plugins' services. A ServiceRef's factory gets a resolver that reaches only the
+ * core and the plugins its plugin depends on; singletons are built here, at boot, so a factory that
+ * reaches further fails the boot with an error naming the plugin and the service.
+ */
+function registerPluginServices(container: AwilixContainer, loaded: LoadedPlugins) {
+  for (const [id, service] of loaded.services) {
+    if (service.resolver) {
+      container.register(id, service.resolver as any)
+      continue
+    }
+    const make = (cradle: Record<string, unknown>) => {
+      const resolve: ServiceResolver = <T>(ref: ServiceRef<T>) => {
+        assertReachable(service.plugin, service.reachable, ref)
+        return cradle[ref.id] as T
+      }
+      return service.factory!(resolve)
+    }
+    const resolver = asFunction(make)
+    container.register(id, service.lifetime === 'request' ? resolver.scoped() : resolver.singleton())
+  }
+  for (const [id, service] of loaded.services) {
+    if (service.resolver || service.lifetime === 'request') continue
+    try {
+      container.resolve(id)
+    } catch (err) {
+      if (err instanceof BootError) throw err
+      throw new BootError('SERVICE_INVALID', service.plugin, `service "${id}" could not be built: ${(err as Error).message}`)
+    }
   }
 }
 

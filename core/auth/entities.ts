@@ -44,9 +44,9 @@ export const RoleSchema = new EntitySchema<Role, BaseEntity>({
   tableName: 'roles',
   properties: {
     ...baseProperties,
-    name: { type: 'string', unique: true },
+    name: { type: 'string', length: 200, unique: true },
     roleMatrix: { type: 'json' },
-    builtin: { type: 'boolean' },
+    builtin: { type: 'boolean', default: false },
   },
 })
 
@@ -55,12 +55,12 @@ export const UserSchema = new EntitySchema<User, BaseEntity>({
   tableName: 'users',
   properties: {
     ...baseProperties,
-    username: { type: 'string', unique: true },
-    passwordHash: { type: 'string', nullable: true, hidden: true },
-    firstname: { type: 'string', nullable: true },
-    lastname: { type: 'string', nullable: true },
-    email: { type: 'string', nullable: true },
-    role: { kind: 'm:1', entity: () => Role },
+    username: { type: 'string', length: 200, unique: true },
+    passwordHash: { type: 'string', length: 300, nullable: true, hidden: true },
+    firstname: { type: 'string', length: 200, nullable: true },
+    lastname: { type: 'string', length: 200, nullable: true },
+    email: { type: 'string', length: 320, nullable: true },
+    role: { kind: 'm:1', entity: () => Role, index: true },
   },
 })
 
@@ -69,9 +69,9 @@ export const ApiKeySchema = new EntitySchema<ApiKey, BaseEntity>({
   tableName: 'api_keys',
   properties: {
     ...baseProperties,
-    name: { type: 'string' },
-    user: { kind: 'm:1', entity: () => User, deleteRule: 'cascade' },
-    secretHash: { type: 'string', hidden: true },
+    name: { type: 'string', length: 200 },
+    user: { kind: 'm:1', entity: () => User, deleteRule: 'cascade', index: true },
+    secretHash: { type: 'string', length: 64, hidden: true },
     lastUsedAt: { type: 'Date', nullable: true },
     expiresAt: { type: 'Date', nullable: true },
   },
@@ -82,10 +82,10 @@ export const AuthTokenSchema = new EntitySchema<AuthToken, BaseEntity>({
   tableName: 'auth_tokens',
   properties: {
     ...baseProperties,
-    user: { kind: 'm:1', entity: () => User, deleteRule: 'cascade' },
-    secretHash: { type: 'string', hidden: true },
-    name: { type: 'string', nullable: true },
-    app: { type: 'string', nullable: true },
+    user: { kind: 'm:1', entity: () => User, deleteRule: 'cascade', index: true },
+    secretHash: { type: 'string', length: 64, hidden: true },
+    name: { type: 'string', length: 200, nullable: true },
+    app: { type: 'string', length: 200, nullable: true },
     lastSeenAt: { type: 'Date', nullable: true },
     expiresAt: { type: 'Date' },
     revokedAt: { type: 'Date', nullable: true },

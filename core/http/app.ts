@@ -83,8 +83,8 @@ function extendContext(app: Koa, container: AwilixContainer) {
     },
   })
   Object.assign(app.context, {
-    resolve(this: MamContext, name: string) {
-      return this.scope.resolve(name)
+    resolve(this: MamContext, name: string | { id: string }) {
+      return this.scope.resolve(typeof name === 'string' ? name : name.id)
     },
     requireUser(this: MamContext) {
       if (!this.user) throw unauthenticated()

@@ -2,6 +2,7 @@ import type { ParameterizedContext } from 'koa'
 import type { AwilixContainer } from 'awilix'
 import type { Principal } from '../auth/principal.js'
 import type { EntityManager } from '../db/orm.js'
+import type { ServiceRef } from '../plugin/services.js'
 
 export interface UploadedFile {
   /** the form field it came in */
@@ -24,16 +25,17 @@ export interface AppClient {
   uidGids?: string
 }
 
-export interface MamContextExtras {
+export interface MamContextExtras<Params = any, Input = any, User extends Principal | undefined = Principal | undefined> {
   requestId: string
   /** path parameters after validation */
-  params: Record<string, any>
+  params: Params
   /** query string and body merged and validated against the route's `input` schema */
-  input: any
+  input: Input
   /** true when `input` came from a JSON body alone (typed values), false for query strings and forms */
   typedInput: boolean
   files: UploadedFile[]
-  user?: Principal
+  /** the signed-in user: always set on routes that are not `public` */
+  user: User
   /** the signed-in user; throws 401 on public routes where nobody signed in */
   requireUser(): Principal
   app_client: AppClient
@@ -41,7 +43,17 @@ export interface MamContextExtras {
   scope: AwilixContainer
   /** request-scoped EntityManager (forked on first use) */
   em: EntityManager
+  /** a service of the core, the route's plugin or a plugin it depends on (request scope) */
+  resolve<T>(ref: ServiceRef<T>): T
+  /** @deprecated legacy string keys: resolve through a ServiceRef */
   resolve<T = any>(name: string): T
 }
 
-export type MamContext = ParameterizedContext<Record<string, unknown>, MamContextExtras>
+/**
+ * What a route handler gets: Koa's context with the request's params, input and user. Routes
+ * registered through `api.routes` get them typed from their schemas and access (`RouteContext`).
+ */
+export type MamContext<Params = any, Input = any, User extends Principal | undefined = Principal | undefined> = ParameterizedContext<
+  Record<string, unknown>,
+  MamContextExtras<Params, Input, User>
+>

@@ -4,9 +4,12 @@ import { BootError } from '../errors.js'
 import { compileSchema, type CompiledSchema } from '../http/validation.js'
 import { routePathProblem, routeShape } from '../http/router.js'
 import type { JobDefinition } from '../jobs/types.js'
+import type { JobType } from '../jobs/define.js'
 import type { MamConfig } from '../config.js'
 import type { EventBus } from '../events.js'
-import type { Access, Handler, HttpMethod, PluginDefinition, RouteDefinition, RouteOptions } from './contract.js'
+import type { Access, Handler, HttpMethod, PluginDefinition, ProvideOptions, RouteDefinition, RouteOptions } from './contract.js'
+import { reachablePlugins, type ServiceRef, type ServiceResolver } from './services.js'
+import { PluginSettings } from './settings.js'
 
 export interface CompiledRoute extends RouteDefinition {
   compiledParams?: CompiledSchema
@@ -16,6 +19,18 @@ export interface CompiledRoute extends RouteDefinition {
 export interface RegisteredJob extends JobDefinition<any> {
   type: string
   plugin: string
+  /** the payload schema of a job defined with `defineJob`, checked at enqueue */
+  compiledPayload?: CompiledSchema
+}
+
+/** a service a plugin provides: a ServiceRef's factory, or (legacy) an awilix resolver under a plain name */
+export interface RegisteredService {
+  plugin: string
+  /** plugins whose services the factory may resolve */
+  reachable: ReadonlySet<string>
+  factory?: (resolve: ServiceResolver) => unknown
+  lifetime?: ProvideOptions['lifetime']
+  resolver?: Resolver<unknown>
 }
 
 export interface LoadedPlugins {
@@ -23,9 +38,14 @@ export interface LoadedPlugins {
   plugins: PluginDefinition[]
   routes: CompiledRoute[]
   jobs: Map<string, RegisteredJob>
-  services: Map<string, { plugin: string; resolver: Resolver<unknown> }>
+  services: Map<string, RegisteredService>
   /** role_matrix keys: capability → description */
   capabilities: Map<string, { plugin: string; description: string }>
+  /** plugin → the plugins whose services it may resolve (itself, the core, its dependencies) */
+  reachable: Map<string, ReadonlySet<string>>
+  settings: PluginSettings
+  /** set by the runtime once the container exists: what `api.use(ref)` resolves from */
+  resolveRoot?: (id: string) => unknown
 }
 
 const NAME = /^[a-z][a-z0-9-]*$/
@@ -53,6 +73,10 @@ export function sortPlugins(plugins: PluginDefinition[]): PluginDefinition[] {
       if (!target) throw new BootError('PLUGIN_MISSING_DEPENDENCY', p.name, `depends on "${dep}", which is not loaded`)
       visit(target, [...path, p.name])
     }
+    for (const dep of p.optionalDependsOn ?? []) {
+      const target = byName.get(dep)
+      if (target) visit(target, [...path, p.name])
+    }
     state.set(p.name, 'done')
     ordered.push(p)
   }
@@ -66,7 +90,16 @@ export async function loadPlugins(
   env: { config: MamConfig; log: Logger; events: EventBus },
 ): Promise<LoadedPlugins> {
   const plugins = sortPlugins(input)
-  const loaded: LoadedPlugins = { plugins, routes: [], jobs: new Map(), services: new Map(), capabilities: new Map() }
+  const byName = new Map(plugins.map((p) => [p.name, p]))
+  const loaded: LoadedPlugins = {
+    plugins,
+    routes: [],
+    jobs: new Map(),
+    services: new Map(),
+    capabilities: new Map(),
+    reachable: new Map(plugins.map((p) => [p.name, reachablePlugins(p, byName)])),
+    settings: new PluginSettings(),
+  }
   const routeKeys = new Map<string, string>()
 
   for (const plugin of plugins) {
@@ -81,7 +114,7 @@ export async function loadPlugins(
   }
 
   for (const plugin of plugins) {
-    const add = (method: HttpMethod) => (path: string, options: RouteOptions, handler: Handler) => {
+    const add = (method: HttpMethod) => (path: string, options: RouteOptions, handler: Handler<any>) => {
       const where = `${method} ${path}`
       if (!options || !options.access)
         throw new BootError('ROUTE_NO_ACCESS', plugin.name, `${where} does not declare who may call it (access)`)
@@ -106,26 +139,63 @@ export async function loadPlugins(
         compiledInput: compile(plugin.name, where, 'input', options.input),
       })
     }
+    loaded.settings.load(plugin, env.config.plugins[plugin.name])
+    for (const event of plugin.events ?? []) {
+      if (event.plugin !== plugin.name && plugin.name !== 'core')
+        throw new BootError('EVENT_INVALID', plugin.name, `event "${event.name}" must start with the plugin's name ("${plugin.name}.<what-happened>")`)
+      try {
+        env.events.declare(event)
+      } catch (err) {
+        throw new BootError('EVENT_INVALID', plugin.name, (err as Error).message)
+      }
+    }
+    const reachable = loaded.reachable.get(plugin.name)!
     await plugin.register?.({
       routes: { get: add('GET'), post: add('POST'), put: add('PUT'), patch: add('PATCH'), delete: add('DELETE') },
-      jobs: {
-        define(type, definition) {
-          if (loaded.jobs.has(type)) throw new BootError('JOB_DUPLICATE', plugin.name, `job type "${type}" is already defined`)
-          loaded.jobs.set(type, { ...definition, type, plugin: plugin.name })
-        },
+      jobs: { define: (job: JobType<unknown> | string, definition: JobDefinition<any>) => defineJob(loaded, plugin.name, job, definition) },
+      provide(ref: ServiceRef<unknown> | string, factory: ((resolve: ServiceResolver) => unknown) | Resolver<unknown>, options?: ProvideOptions) {
+        const id = typeof ref === 'string' ? ref : ref.id
+        if (typeof ref !== 'string' && ref.plugin !== plugin.name)
+          throw new BootError('SERVICE_INVALID', plugin.name, `service "${id}" belongs to ${ref.plugin === 'core' ? 'the core' : `plugin "${ref.plugin}"`}: a plugin provides services named after itself ("${plugin.name}.<name>")`)
+        const owner = loaded.services.get(id)
+        if (owner) throw new BootError('SERVICE_INVALID', plugin.name, `service "${id}" is already provided by "${owner.plugin}"`)
+        loaded.services.set(
+          id,
+          typeof ref === 'string'
+            ? { plugin: plugin.name, reachable, resolver: factory as Resolver<unknown> }
+            : { plugin: plugin.name, reachable, factory: factory as (resolve: ServiceResolver) => unknown, lifetime: options?.lifetime ?? 'singleton' },
+        )
       },
-      provide(name, resolver) {
-        const owner = loaded.services.get(name)
-        if (owner) throw new BootError('PLUGIN_INVALID', plugin.name, `service "${name}" is already provided by "${owner.plugin}"`)
-        loaded.services.set(name, { plugin: plugin.name, resolver })
+      use<T>(ref: ServiceRef<T>) {
+        assertReachable(plugin.name, reachable, ref)
+        return () => {
+          if (!loaded.resolveRoot) throw new Error(`service "${ref.id}" used before the runtime started`)
+          return loaded.resolveRoot(ref.id) as T
+        }
       },
+      settings: () => loaded.settings.get(plugin.name),
       events: env.events,
       config: env.config,
       log: env.log.child({ plugin: plugin.name }),
-    })
+    } as any)
   }
   loaded.routes.sort(bySpecificity)
   return loaded
+}
+
+/** a plugin may resolve services of the core, itself and the plugins it depends on */
+export function assertReachable(plugin: string, reachable: ReadonlySet<string>, ref: ServiceRef<unknown>): void {
+  if (!reachable.has(ref.plugin))
+    throw new BootError('SERVICE_UNREACHABLE', plugin, `uses service "${ref.id}" of plugin "${ref.plugin}", which is not in its dependsOn`)
+}
+
+function defineJob(loaded: LoadedPlugins, plugin: string, job: JobType<unknown> | string, definition: JobDefinition<any>) {
+  const type = typeof job === 'string' ? job : job.type
+  if (typeof job !== 'string' && job.plugin !== plugin)
+    throw new BootError('JOB_INVALID', plugin, `job type "${type}" must start with the plugin's name ("${plugin}.<name>")`)
+  if (loaded.jobs.has(type)) throw new BootError('JOB_DUPLICATE', plugin, `job type "${type}" is already defined`)
+  const compiledPayload = typeof job === 'string' ? undefined : compile(plugin, `job ${type}`, 'payload', job.payload)
+  loaded.jobs.set(type, { ...definition, type, plugin, compiledPayload })
 }
 
 function isKnownAccess(access: Access, loaded: LoadedPlugins): boolean {

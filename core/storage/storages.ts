@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs'
 import path from 'node:path'
 import type { MamConfig } from '../config.js'
-import { invalidParam } from '../errors.js'
+import { invalidParam, quoted } from '../errors.js'
 import { resolveInside } from './paths.js'
 
 export interface Storage {
@@ -41,7 +41,11 @@ export class StorageRegistry {
 
   get(name: string, param = 'storage'): Storage {
     const s = this.storages.get(name)
-    if (!s) throw invalidParam(param, `"${name}" is not a configured storage (known: ${[...this.storages.keys()].join(', ')})`)
+    if (!s)
+      throw invalidParam(
+        param,
+        `${quoted(name, 64)} is not a configured storage (known: ${[...this.storages.keys()].join(', ')}); an administrator adds storages with MAMKIT_STORAGES=name=/folder,other=/folder2 (or config.plugins.storage.storages) and restarts the server`,
+      )
     return s
   }
 

@@ -34,16 +34,16 @@ export function registerFeatureRoutes({ routes }: RegisterApi, versions: () => R
     feature: serializeFeature(ctx.resolve<FeatureService>('features').find(ctx.params.id)),
   }))
 
-  routes.get('/version', { access: 'public', summary: 'versions of the server, every plugin and the media tools in use' }, async (ctx) => {
-    await ctx.resolve<MediaTools>('mediaTools').ready()
-    return { hash: {
-      server: SERVER_VERSION,
-      api: 1,
-      release: API_RELEASE,
-      node: process.versions.node,
-      plugins: Object.fromEntries(ctx.resolve<FeatureService>('features').list().map((f) => [f.name, { version: f.plugin.version, active: f.active }])),
-      tools: versions(),
-    } }
+  // what runs where helps an attacker more than anyone else: anonymous callers get the server and API
+  // versions, signed-in users the plugins too, administrators also Node.js and the media tools with their paths
+  routes.get('/version', { access: 'public', summary: 'versions of the server and API; plugins for signed-in users; Node.js and media tools for administrators' }, async (ctx) => {
+    const hash: Record<string, unknown> = { server: SERVER_VERSION, api: 1, release: API_RELEASE }
+    if (ctx.user) hash.plugins = Object.fromEntries(ctx.resolve<FeatureService>('features').list().map((f) => [f.name, { version: f.plugin.version, active: f.active }]))
+    if (ctx.user?.isAdmin) {
+      await ctx.resolve<MediaTools>('mediaTools').ready()
+      Object.assign(hash, { node: process.versions.node, tools: versions() })
+    }
+    return { hash }
   })
 
   routes.put('/settings/activate_module', { access: 'admin', input: ModuleInput, summary: 'switch a module on' }, async (ctx) => ({

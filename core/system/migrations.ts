@@ -97,6 +97,13 @@ export const coreMigrations: Migration[] = [
     },
   },
   {
+    // deleting a role checks that no user has it: without this index, by reading every user
+    name: '0004-users-role-index',
+    async up(knex) {
+      await knex.schema.alterTable('users', (t) => t.index(['role_id']))
+    },
+  },
+  {
     // answers kept for retried requests (core/idempotency): a client that lost the answer repeats
     // the request under the same Idempotency-Key and gets the stored one instead of a second effect
     name: '0005-idempotency-keys',

@@ -4,11 +4,11 @@ import type { Asset } from './entities.js'
 /** What an asset's JSON is made of: an entity, or a row read without the ORM (listings). */
 export type AssetView = Pick<
   Asset,
-  'id' | 'uuid' | 'name' | 'type' | 'path' | 'folder' | 'size' | 'duration' | 'online' | 'metadata' | 'analysisState' | 'proxyState' | 'proxyVersion' | 'proxies' | 'description' | 'crc32' | 'sha256' | 'mtime' | 'createdAt' | 'updatedAt'
+  'id' | 'uuid' | 'name' | 'type' | 'path' | 'folder' | 'size' | 'duration' | 'online' | 'metadata' | 'analysisState' | 'analysisError' | 'proxyState' | 'proxyError' | 'proxyVersion' | 'proxies' | 'description' | 'crc32' | 'sha256' | 'mtime' | 'createdAt' | 'updatedAt'
 > & { project: { id: number; name: string } }
 
 /** the columns `viewOfRow` reads */
-export const ASSET_COLUMNS = ['id', 'uuid', 'name', 'type', 'path', 'folder', 'size', 'duration', 'online', 'metadata', 'analysis_state', 'proxy_state', 'proxy_version', 'proxies', 'description', 'crc32', 'sha256', 'mtime', 'created_at', 'updated_at']
+export const ASSET_COLUMNS = ['id', 'uuid', 'name', 'type', 'path', 'folder', 'size', 'duration', 'online', 'metadata', 'analysis_state', 'analysis_error', 'proxy_state', 'proxy_error', 'proxy_version', 'proxies', 'description', 'crc32', 'sha256', 'mtime', 'created_at', 'updated_at']
 
 // drivers differ: SQLite gives JSON as text, booleans as 0/1 and dates as numbers; PostgreSQL gives bigints as strings
 const json = (v: unknown) => (typeof v === 'string' ? JSON.parse(v) : (v ?? {}))
@@ -30,7 +30,9 @@ export function viewOfRow(r: Record<string, any>, project: { id: number; name: s
     online: Boolean(r.online),
     metadata: json(r.metadata),
     analysisState: r.analysis_state,
+    analysisError: r.analysis_error,
     proxyState: r.proxy_state,
+    proxyError: r.proxy_error,
     proxyVersion: Number(r.proxy_version),
     proxies: json(r.proxies),
     description: r.description,
@@ -60,7 +62,10 @@ export function serializeAsset(a: AssetView) {
     clip_names: [meta.clip_name ?? a.name],
     metadata: a.metadata,
     analysis_state: a.analysisState,
+    analysis_error: a.analysisError,
+    // `none` (with proxy_error saying why) is final: no proxy job is due; `pending` only while one is
     proxy_state: a.proxyState,
+    proxy_error: a.proxyError,
     proxy: { state: a.proxyState, version: a.proxyVersion, kinds: Object.keys(a.proxies) },
     video: a.type === 'video',
     audio: a.type === 'audio' || (a.type === 'video' && meta.audio_channels > 0),

@@ -1,4 +1,4 @@
-import { rm, stat } from 'node:fs/promises'
+import { rm } from 'node:fs/promises'
 import path from 'node:path'
 import type { JobRegistrar } from '../../core/plugin/contract.js'
 import type { MamConfig } from '../../core/config.js'
@@ -6,14 +6,14 @@ import type { MediaTools } from '../../core/media/tools.js'
 import type { JobContext } from '../../core/jobs/types.js'
 import { AssetState, PACKAGE_TTL_MS } from './downloads.js'
 import type { Asset } from './entities.js'
-import type { AssetService } from './service.js'
+import { withOriginal } from './originals.js'
 import type { ProxyStore } from './proxy-store.js'
 import { plainSize } from './proxy-crypto.js'
 import { lowresKind } from './proxy-routes.js'
 import { buildEditingProxy } from './proxies.js'
 import { settingsOf } from './proxy-jobs.js'
 import { HASH_WORKER } from './hash-jobs.js'
-import type { HashResult } from './workers/hash.js'
+import type { HashResult, HashTask } from './workers/hash.js'
 import { zipLayout } from './zip-stream.js'
 
 const CLEANUP_EVERY_MS = 3600_000
@@ -22,21 +22,24 @@ const KEEP_EXPIRED_MS = 7 * 86_400_000
 
 const permanent = (message: string) => Object.assign(new Error(message), { permanent: true })
 
-/** the original's CRC-32 for the zip: the stored one while the file is unchanged, else one read pass in a worker */
-async function packageOriginal(ctx: JobContext, asset: Asset, state: AssetState): Promise<number> {
-  const file = ctx.resolve<AssetService>('assets').fileOf(asset)
-  const info = await stat(file).catch(() => null)
-  if (!info?.isFile()) throw permanent(`the original of asset ${asset.id} is offline (${asset.path})`)
-  const mtime = new Date(Math.floor(info.mtimeMs))
-  const unchanged = asset.size === info.size && asset.mtime?.getTime() === mtime.getTime()
-  let crc32 = unchanged ? asset.crc32 : null
-  if (!crc32) {
-    crc32 = (await ctx.runWorker<HashResult>(HASH_WORKER, { file, sha256: false })).crc32
-    // the row describes this content: keep the CRC for the next download (rehash would write the same)
-    if (unchanged) Object.assign(asset, { crc32, hashedAt: new Date() })
-  }
-  Object.assign(state, { crc32, sourceSize: info.size, sourceMtime: mtime })
-  return zipLayout([{ name: asset.name, file, size: info.size, crc32: parseInt(crc32, 16), mtime }]).size
+/**
+ * The original's CRC-32 for the zip: the stored one while the file is unchanged, else one read pass
+ * in a worker, of the descriptor that was opened and checked (a symlink planted in the original's
+ * place fails the job with the reason).
+ */
+function packageOriginal(ctx: JobContext, asset: Asset, state: AssetState): Promise<number> {
+  return withOriginal(ctx, asset, async ({ handle, stats }) => {
+    const mtime = new Date(Math.floor(stats.mtimeMs))
+    const unchanged = asset.size === stats.size && asset.mtime?.getTime() === mtime.getTime()
+    let crc32 = unchanged ? asset.crc32 : null
+    if (!crc32) {
+      crc32 = (await ctx.runWorker<HashResult>(HASH_WORKER, { fd: handle.fd, sha256: false } satisfies HashTask)).crc32
+      // the row describes this content: keep the CRC for the next download (rehash would write the same)
+      if (unchanged) Object.assign(asset, { crc32, hashedAt: new Date() })
+    }
+    Object.assign(state, { crc32, sourceSize: stats.size, sourceMtime: mtime })
+    return zipLayout([{ name: asset.name, file: handle, size: stats.size, crc32: parseInt(crc32, 16), mtime }]).size
+  })
 }
 
 /** the editing proxy, built on demand (ProRes is large, so only for assets someone asks for) */
@@ -46,7 +49,7 @@ async function ensureEditingProxy(ctx: JobContext, asset: Asset): Promise<void> 
   const ffmpeg = await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
   const scratch = path.join(config.dataDir, 'tmp', `job-${ctx.id}-${ctx.attempt}.mov`)
   try {
-    await buildEditingProxy(ffmpeg, asset, ctx.resolve<AssetService>('assets').fileOf(asset), scratch, settingsOf(config), ctx.signal)
+    await withOriginal(ctx, asset, async (original) => buildEditingProxy(ffmpeg, asset, await original.toolPath(), scratch, settingsOf(config), ctx.signal))
     asset.proxies = { ...asset.proxies, ...(await ctx.resolve<ProxyStore>('proxyStore').store(asset, { editing: scratch })) }
     await ctx.em.flush()
   } finally {
@@ -62,16 +65,22 @@ export function defineDownloadJobs(jobs: JobRegistrar) {
       const state = await ctx.em.findOne(AssetState, ctx.payload.stateId, { populate: ['asset', 'asset.project'] })
       if (!state) return { skipped: true }
       const asset = state.asset
-      if (state.kind === 'highres') state.size = await packageOriginal(ctx, asset, state)
-      else {
-        if (state.kind === 'editing_proxy') await ensureEditingProxy(ctx, asset)
-        const kind = state.kind === 'editing_proxy' ? 'editing' : lowresKind(asset)
-        const source = ctx.resolve<ProxyStore>('proxyStore').fileOf(asset, kind)
-        if (!source) throw permanent(`asset ${asset.id} has no ${kind} proxy yet`)
-        state.size = await plainSize(source)
+      try {
+        if (state.kind === 'highres') state.size = await packageOriginal(ctx, asset, state)
+        else {
+          if (state.kind === 'editing_proxy') await ensureEditingProxy(ctx, asset)
+          const kind = state.kind === 'editing_proxy' ? 'editing' : lowresKind(asset)
+          const source = ctx.resolve<ProxyStore>('proxyStore').fileOf(asset, kind)
+          if (!source) throw permanent(`asset ${asset.id} has no ${kind} proxy yet`)
+          state.size = await plainSize(source)
+        }
+      } catch (err) {
+        ctx.count(0, 1)
+        throw err
       }
       state.expiresAt = new Date(Date.now() + PACKAGE_TTL_MS)
       await ctx.em.flush()
+      ctx.count(1, 0)
       return { size: state.size }
     },
   })

@@ -1,4 +1,3 @@
-import { stat } from 'node:fs/promises'
 import { Type } from 'typebox'
 import type { RegisterApi } from '../../core/plugin/contract.js'
 import type { MamContext } from '../../core/http/context.js'
@@ -12,6 +11,7 @@ import { AssetState, serializeState, type PackageKind } from './downloads.js'
 import { lowresKind, sendProxy } from './proxy-routes.js'
 import { sendBody } from './serve-file.js'
 import { zipLayout, zipRange } from './zip-stream.js'
+import { openOriginal, withOriginal } from './originals.js'
 
 const StateInput = Type.Object({ state_id: IdParam }, { additionalProperties: false })
 const LowresInput = Type.Object({ state_id: Type.Optional(IdParam), inline: Type.Optional(Type.Boolean()) }, { additionalProperties: false })
@@ -27,6 +27,10 @@ export function registerDownloadRoutes({ routes }: RegisterApi) {
 
   const prepare = (kind: PackageKind) => async (ctx: MamContext) => {
     const { asset } = await assets(ctx).readable(ctx, ctx.params.id)
+    // an original that leads outside its project is refused now (403); the job checks again, it may change meanwhile
+    if (kind === 'highres') await withOriginal(ctx, asset, async () => {}).catch((err) => {
+      if (!err.offline) throw err // an offline original fails the job with its reason
+    })
     if (kind === 'lowres' && !asset.proxies[lowresKind(asset)]) throw new MamError('conflict', `Asset ${asset.id} has no low-res proxy yet (proxy_state: ${asset.proxyState})`)
     if (kind === 'editing_proxy' && asset.type !== 'video') throw new MamError('conflict', `Asset ${asset.id} is ${asset.type}; editing proxies exist for video only`)
     const state = ctx.em.create(AssetState, { asset, user: ctx.em.getReference(User, ctx.user!.userId), kind })
@@ -57,12 +61,16 @@ export function registerDownloadRoutes({ routes }: RegisterApi) {
   routes.get('/assets/:id/download_highres', { access: 'authenticated', params: IdParams, input: StateInput, summary: 'the zip of the original file (state_id from prepare_download_highres), with HTTP Range' }, async (ctx) => {
     const { asset } = await assets(ctx).readable(ctx, ctx.params.id)
     const state = await finishedState(ctx, asset, 'highres')
-    const file = assets(ctx).fileOf(asset)
-    const info = await stat(file).catch(() => null)
+    const outdated = () => stateProblem('conflict', `The original of asset ${asset.id} changed or went offline since download ${state.id} was prepared; prepare it again`, 'is outdated')
+    // opened once and checked (a symlink planted since the prepare is a 403); the zip streams from this descriptor
+    const original = await openOriginal(ctx, asset).catch((err) => {
+      throw err.offline ? outdated() : err
+    })
+    ctx.res.once('close', () => void original.close().catch(() => {}))
+    const { stats, handle } = original
     // the zip's CRC-32 and sizes were fixed when it was prepared: a changed original would make a corrupt zip
-    if (!info || !state.crc32 || info.size !== state.sourceSize || Math.floor(info.mtimeMs) !== state.sourceMtime?.getTime())
-      throw stateProblem('conflict', `The original of asset ${asset.id} changed or went offline since download ${state.id} was prepared; prepare it again`, 'is outdated')
-    const layout = zipLayout([{ name: asset.name, file, size: info.size, crc32: parseInt(state.crc32, 16), mtime: state.sourceMtime }])
+    if (!state.crc32 || stats.size !== state.sourceSize || Math.floor(stats.mtimeMs) !== state.sourceMtime?.getTime()) throw outdated()
+    const layout = zipLayout([{ name: asset.name, file: handle, size: stats.size, crc32: parseInt(state.crc32, 16), mtime: state.sourceMtime }])
     await sendBody(ctx, { size: layout.size, type: 'application/zip', filename: `${baseName(asset)}.zip`, open: (start, end) => zipRange(layout, start, end) })
   })
 

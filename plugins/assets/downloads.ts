@@ -23,6 +23,13 @@ export class AssetState extends BaseEntity {
   crc32: string | null = null
   sourceSize: number | null = null
   sourceMtime: Date | null = null
+  /**
+   * Columns of the package copies that 0003-asset-state-source retired. Mapped only so that the
+   * ORM's picture of the table keeps them (dropping them would lose data of older installations):
+   * lazy, never selected, never set.
+   */
+  declare file?: string | null
+  declare purged?: boolean
 }
 
 export const AssetStateSchema = new EntitySchema<AssetState, BaseEntity>({
@@ -30,16 +37,19 @@ export const AssetStateSchema = new EntitySchema<AssetState, BaseEntity>({
   tableName: 'asset_states',
   properties: {
     ...baseProperties,
-    asset: { kind: 'm:1', entity: () => Asset, deleteRule: 'cascade' },
-    user: { kind: 'm:1', entity: () => User, deleteRule: 'cascade' },
-    kind: { type: 'string' },
+    asset: { kind: 'm:1', entity: () => Asset, deleteRule: 'cascade', index: true },
+    user: { kind: 'm:1', entity: () => User, deleteRule: 'cascade', index: true },
+    kind: { type: 'string', length: 20 },
     jobId: { type: 'integer', nullable: true },
     size: { type: 'double', nullable: true },
     expiresAt: { type: 'Date', nullable: true },
-    crc32: { type: 'string', nullable: true },
+    crc32: { type: 'string', length: 8, nullable: true },
     sourceSize: { type: new BigIntType('number'), nullable: true },
     sourceMtime: { type: 'Date', nullable: true },
+    file: { type: 'string', length: 255, nullable: true, lazy: true, hidden: true },
+    purged: { type: 'boolean', default: false, lazy: true, hidden: true },
   },
+  indexes: [{ properties: ['expiresAt'] }],
 })
 
 export function serializeState(s: AssetState, job: JobRow | null) {

@@ -5,6 +5,8 @@ import { Project } from '../projects/entities.js'
 
 export type AssetType = 'video' | 'audio' | 'image' | 'other'
 export type ProcessingState = 'pending' | 'processing' | 'ready' | 'failed'
+/** `none`: no proxy is made for this asset (not media, or not analysable); `proxyError` says why */
+export type ProxyState = ProcessingState | 'none'
 
 /** A file in a project tree, with its technical metadata, hashes and proxies. */
 export class Asset extends BaseEntity {
@@ -24,7 +26,7 @@ export class Asset extends BaseEntity {
   /** false when the file vanished from storage (reindex) */
   online: Opt<boolean> = true
   analysisState: Opt<ProcessingState> = 'pending'
-  proxyState: Opt<ProcessingState> = 'pending'
+  proxyState: Opt<ProxyState> = 'pending'
   /** technical metadata by property name (duration, codecs, start timecode, EXIF …) */
   metadata: Opt<Record<string, unknown>> = {}
   duration: number | null = null
@@ -51,30 +53,38 @@ export const AssetSchema = new EntitySchema<Asset, BaseEntity>({
   tableName: 'assets',
   properties: {
     ...baseProperties,
-    uuid: { type: 'string', unique: true },
-    project: { kind: 'm:1', entity: () => Project, deleteRule: 'cascade' },
+    uuid: { type: 'string', length: 36, unique: true },
+    // lookups by project use the indexes below, which begin with project_id
+    project: { kind: 'm:1', entity: () => Project, deleteRule: 'cascade', index: false },
     path: { type: 'text' },
     folder: { type: 'text' },
     name: { type: 'text' },
-    type: { type: 'string' },
-    size: { ...bigNumber },
+    type: { type: 'string', length: 10 },
+    size: { ...bigNumber, default: 0 },
     mtime: { type: 'Date', nullable: true },
     inode: { ...bigNumber, nullable: true },
     device: { ...bigNumber, nullable: true },
-    online: { type: 'boolean' },
-    analysisState: { type: 'string' },
-    proxyState: { type: 'string' },
+    online: { type: 'boolean', default: true },
+    analysisState: { type: 'string', length: 12 },
+    proxyState: { type: 'string', length: 12 },
     metadata: { type: 'json' },
     duration: { type: 'double', nullable: true },
     description: { type: 'text', nullable: true },
-    crc32: { type: 'string', nullable: true },
-    sha256: { type: 'string', nullable: true },
+    crc32: { type: 'string', length: 8, nullable: true },
+    sha256: { type: 'string', length: 64, nullable: true },
     hashedAt: { type: 'Date', nullable: true },
-    proxyKeyEnc: { type: 'string', nullable: true, hidden: true },
-    proxyVersion: { type: 'integer' },
+    proxyKeyEnc: { type: 'text', nullable: true, hidden: true },
+    proxyVersion: { type: 'integer', default: 0 },
     proxies: { type: 'json' },
     proxyError: { type: 'text', nullable: true },
     analysisError: { type: 'text', nullable: true },
     metadataChangedAt: { type: 'Date', nullable: true },
   },
+  indexes: [
+    // listing a folder of a project in name order is the hot read (GET /projects/:id/assets)
+    { properties: ['project', 'folder', 'name'] },
+    { properties: ['sha256'] },
+    { properties: ['inode', 'device'] },
+  ],
+  uniques: [{ properties: ['project', 'path'] }],
 })

@@ -1,9 +1,10 @@
 import type { JobRegistrar } from '../../core/plugin/contract.js'
 import { Asset } from './entities.js'
-import type { AssetService } from './service.js'
+import { withOriginal } from './originals.js'
 import type { HashResult, HashTask } from './workers/hash.js'
 
 export const HASH_WORKER = new URL('./workers/hash.js', import.meta.url)
+const MAX_ERRORS = 100
 
 export function defineHashJobs(jobs: JobRegistrar) {
   /** hashes a project's files, a few at a time in the piscina pool (one file per task) */
@@ -11,11 +12,12 @@ export function defineHashJobs(jobs: JobRegistrar) {
     kind: 'project',
     concurrency: 1,
     async handler(ctx) {
-      const assets = ctx.resolve<AssetService>('assets')
       const total = await ctx.em.count(Asset, { project: ctx.payload.projectId, online: true })
       let done = 0
       let failed = 0
       let bytes = 0
+      // why files were not hashed (a file gone since the last reindex, one that leads outside the project), the first few
+      const errors: Array<{ asset_id: number; error: string }> = []
       for (let lastId = 0; ; ) {
         const page = await ctx.em.find(Asset, { project: ctx.payload.projectId, online: true, id: { $gt: lastId } }, { populate: ['project'], orderBy: { id: 'asc' }, limit: 64 })
         if (!page.length) break
@@ -23,14 +25,15 @@ export function defineHashJobs(jobs: JobRegistrar) {
         await Promise.all(
           page.map(async (asset) => {
             try {
-              const r = await ctx.runWorker<HashResult>(HASH_WORKER, { file: assets.fileOf(asset), sha256: ctx.payload.sha256 } satisfies HashTask)
+              const r = await withOriginal(ctx, asset, (original) => ctx.runWorker<HashResult>(HASH_WORKER, { fd: original.handle.fd, sha256: ctx.payload.sha256 } satisfies HashTask))
               asset.crc32 = r.crc32
               if (r.sha256) asset.sha256 = r.sha256
               asset.hashedAt = new Date()
               bytes += r.bytes
               done++
-            } catch {
-              failed++ // a file that vanished since the last reindex
+            } catch (err) {
+              failed++
+              if (errors.length < MAX_ERRORS) errors.push({ asset_id: asset.id, error: (err as Error).message })
             }
           }),
         )
@@ -40,7 +43,7 @@ export function defineHashJobs(jobs: JobRegistrar) {
         lastId = page[page.length - 1].id
         ctx.em.clear()
       }
-      return { hashed: done, failed, bytes }
+      return { hashed: done, failed, bytes, errors }
     },
   })
 }

@@ -11,6 +11,8 @@ import { assetJob, type AssetService } from './service.js'
 import { walkFiles } from './files.js'
 import type { StorageJournal } from '../../core/storage/journal.js'
 import { projectScope } from '../projects/index.js'
+import { withOriginal } from './originals.js'
+import { NOT_MEDIA, noProxy } from './proxy-jobs.js'
 
 /** Jobs are at least once: each handler re-reads the asset and writes the same result on a rerun. */
 export function defineAssetJobs(jobs: JobRegistrar) {
@@ -20,7 +22,6 @@ export function defineAssetJobs(jobs: JobRegistrar) {
     async handler(ctx) {
       const asset = await ctx.em.findOne(Asset, ctx.payload.assetId, { populate: ['project'] })
       if (!asset || !asset.online) return { skipped: true }
-      const assets = ctx.resolve<AssetService>('assets')
       const tools = ctx.resolve<MediaTools>('mediaTools')
       // single-row updates rather than unit-of-work flushes: an ingest runs this once per file
       const write = (fields: Partial<Asset>) => ctx.em.nativeUpdate(Asset, { id: asset.id }, { ...fields, updatedAt: new Date() })
@@ -28,15 +29,25 @@ export function defineAssetJobs(jobs: JobRegistrar) {
       let result: Awaited<ReturnType<typeof analyse>>
       try {
         const ffprobe = (await tools.ready()).get('ffprobe') ? (args: string[]) => tools.run('ffprobe', args) : null
-        result = await analyse(ffprobe, assets.fileOf(asset))
+        result = await withOriginal(ctx, asset, async (original) => analyse(ffprobe, await original.toolPath(), asset.name))
       } catch (err) {
         ctx.count(0, 1)
-        await write({ analysisState: 'failed', analysisError: (err as Error).message })
+        // no proxy job is due without an analysis: clients polling proxy_state get a final answer
+        await write({ analysisState: 'failed', analysisError: (err as Error).message, ...noProxy(`the analysis failed: ${(err as Error).message}`) })
         throw err
       }
       ctx.count(1, 0)
-      await write({ type: result.type, duration: result.duration, metadata: result.metadata, analysisState: 'ready', analysisError: null, metadataChangedAt: new Date() })
-      if (result.type !== 'other') await ctx.resolve<JobService>('jobs').enqueueMany([assetJob('assets.proxy', asset)])
+      const media = result.type !== 'other'
+      await write({
+        type: result.type,
+        duration: result.duration,
+        metadata: result.metadata,
+        analysisState: 'ready',
+        analysisError: null,
+        metadataChangedAt: new Date(),
+        ...(media ? { proxyState: 'pending', proxyError: null } : noProxy(NOT_MEDIA)),
+      })
+      if (media) await ctx.resolve<JobService>('jobs').enqueueMany([assetJob('assets.proxy', asset)])
       return { type: result.type }
     },
   })

@@ -92,4 +92,24 @@ export const migrations: Migration[] = [
       })
     },
   },
+  {
+    // deleting an asset or a user deletes its prepared downloads and shares: without these, by
+    // reading every row (a project purge deletes thousands of assets)
+    name: '0005-foreign-key-indexes',
+    async up(knex) {
+      await knex.schema.alterTable('asset_states', (t) => {
+        t.index(['asset_id'])
+        t.index(['user_id'])
+      })
+      await knex.schema.alterTable('asset_shares', (t) => t.index(['shared_by_id']))
+    },
+  },
+  {
+    // proxy_state `none` is final: assets that will never get a proxy no longer stay `pending` (data only)
+    name: '0006-proxy-state-none',
+    async up(knex) {
+      await knex('assets').where({ proxy_state: 'pending', analysis_state: 'ready', type: 'other' }).update({ proxy_state: 'none', proxy_error: 'not audio, video or a still image: no proxy is made' })
+      await knex('assets').where({ proxy_state: 'pending', analysis_state: 'failed' }).update({ proxy_state: 'none', proxy_error: 'the analysis failed' })
+    },
+  },
 ]

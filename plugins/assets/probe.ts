@@ -25,14 +25,15 @@ const num = (v: unknown) => (v === undefined || v === null || v === '' || Number
 
 /**
  * Technical metadata of a media file: ffprobe for anything with streams (`ffprobe` runs it with the
- * given arguments and answers its output), sharp (and its EXIF) for stills. The path is server-chosen
- * and passed as one argument with the `file:` protocol, so a file name can never act as an ffprobe
- * option or protocol (SECURITY.md).
+ * given arguments and answers its output), sharp (and its EXIF) for stills. `file` is a server-made
+ * path (the checked original, `originals.ts`) passed as one argument with the `file:` protocol, so a
+ * file name can never act as an ffprobe option or protocol (SECURITY.md); `name` is the asset's file
+ * name, for its extension and the clip name.
  */
-export async function analyse(ffprobe: ((args: string[]) => Promise<string>) | null, file: string): Promise<Analysis> {
-  const ext = path.extname(file).toLowerCase()
+export async function analyse(ffprobe: ((args: string[]) => Promise<string>) | null, file: string, name: string): Promise<Analysis> {
+  const ext = path.extname(name).toLowerCase()
   if (IMAGE_EXTENSIONS.has(ext) && ext !== '.gif') {
-    const still = await analyseStill(file).catch(() => null)
+    const still = await analyseStill(file, name).catch(() => null)
     if (still) return still
   }
   if (!ffprobe) throw Object.assign(new Error('ffprobe is not available on this server'), { permanent: true })
@@ -48,7 +49,9 @@ export async function analyse(ffprobe: ((args: string[]) => Promise<string>) | n
   const format = probe.format ?? {}
   const video = streams.find((s) => s.codec_type === 'video' && !s.disposition?.attached_pic)
   const audio = streams.filter((s) => s.codec_type === 'audio')
-  const tags = { ...lower(format.tags), ...lower(video?.tags) }
+  // QuickTime keeps the reel name (and the timecode) in the timecode track, a data stream of its own
+  const timecodeTrack = streams.find((s) => s.codec_type === 'data' && (s.codec_tag_string === 'tmcd' || lower(s.tags).handler_name === 'TimeCodeHandler'))
+  const tags = { ...lower(timecodeTrack?.tags), ...lower(format.tags), ...lower(video?.tags) }
   const timecode = tags.timecode ?? streams.map((s) => lower(s.tags).timecode).find(Boolean) ?? null
   const isImage = IMAGE_FORMATS.test(format.format_name ?? '') && !audio.length
   const type: AssetType = isImage ? 'image' : video ? 'video' : audio.length ? 'audio' : 'other'
@@ -60,7 +63,7 @@ export async function analyse(ffprobe: ((args: string[]) => Promise<string>) | n
     creation_date: tags.creation_time ?? null,
     start_timecode: timecode,
     reel_name: tags.reel_name ?? tags['com.apple.quicktime.reel'] ?? tags.tape_name ?? null,
-    clip_name: tags.title ?? path.basename(file, ext),
+    clip_name: tags.title ?? path.basename(name, path.extname(name)),
   }
   if (video) {
     Object.assign(metadata, {
@@ -84,7 +87,7 @@ export async function analyse(ffprobe: ((args: string[]) => Promise<string>) | n
   return { type, duration, metadata }
 }
 
-async function analyseStill(file: string): Promise<Analysis> {
+async function analyseStill(file: string, name: string): Promise<Analysis> {
   const meta = await sharp(file, { limitInputPixels: 268_402_689 }).metadata()
   const metadata: Record<string, unknown> = {
     container: meta.format ?? null,
@@ -93,7 +96,7 @@ async function analyseStill(file: string): Promise<Analysis> {
     color_space: meta.space ?? null,
     channels: meta.channels ?? null,
     density: meta.density ?? null,
-    clip_name: path.basename(file, path.extname(file)),
+    clip_name: path.basename(name, path.extname(name)),
   }
   if (meta.exif) {
     try {

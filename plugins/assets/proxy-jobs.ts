@@ -6,7 +6,8 @@ import type { MediaTools } from '../../core/media/tools.js'
 import type { JobContext } from '../../core/jobs/types.js'
 import type { JobService } from '../../core/jobs/service.js'
 import { Asset } from './entities.js'
-import { assetJob, type AssetService } from './service.js'
+import { assetJob } from './service.js'
+import { withOriginal } from './originals.js'
 import type { ProxyStore } from './proxy-store.js'
 import { buildProxies, burnTimecode, DEFAULT_PROXY_SETTINGS, type ProxySettings } from './proxies.js'
 
@@ -24,6 +25,12 @@ async function withWorkDir<T>(ctx: JobContext, work: (dir: string) => Promise<T>
   }
 }
 
+/** why an asset of type `other` has no proxy */
+export const NOT_MEDIA = 'not audio, video or a still image: no proxy is made'
+
+/** the fields of an asset for which no proxy job is due: a final state with its reason */
+export const noProxy = (reason: string) => ({ proxyState: 'none' as const, proxyError: reason })
+
 async function loadAsset(ctx: JobContext<{ assetId: number }>) {
   const asset = await ctx.em.findOne(Asset, ctx.payload.assetId, { populate: ['project'] })
   return asset && asset.online && !asset.project.deleted ? asset : null
@@ -37,6 +44,12 @@ export function defineProxyJobs(jobs: JobRegistrar, encodeConcurrency: number) {
     async handler(ctx) {
       const asset = await loadAsset(ctx)
       if (!asset || asset.analysisState !== 'ready') return { skipped: true }
+      if (asset.type === 'other') {
+        // a project-wide reencode queues every asset: files that are not media get their final state
+        Object.assign(asset, noProxy(NOT_MEDIA))
+        await ctx.em.flush()
+        return { skipped: true }
+      }
       const store = ctx.resolve<ProxyStore>('proxyStore')
       asset.proxyState = 'processing'
       await ctx.em.flush()
@@ -44,7 +57,7 @@ export function defineProxyJobs(jobs: JobRegistrar, encodeConcurrency: number) {
         // stills need sharp only; a missing ffmpeg fails a media proxy with its reason instead of leaving it pending
         const ffmpeg = asset.type === 'image' ? '' : await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
         const stored = await withWorkDir(ctx, async (dir) => {
-          const plain = await buildProxies(ffmpeg, asset, ctx.resolve<AssetService>('assets').fileOf(asset), dir, settingsOf(ctx.resolve('config')), ctx.signal)
+          const plain = await withOriginal(ctx, asset, async (original) => buildProxies(ffmpeg, asset, await original.toolPath(), dir, settingsOf(ctx.resolve('config')), ctx.signal))
           return store.store(asset, plain)
         })
         // an existing editing proxy stays valid; the low-res kinds are replaced
@@ -72,15 +85,21 @@ export function defineProxyJobs(jobs: JobRegistrar, encodeConcurrency: number) {
     async handler(ctx) {
       const asset = await loadAsset(ctx)
       if (!asset || asset.type !== 'video') return { skipped: true }
-      const ffmpeg = await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
-      const stored = await withWorkDir(ctx, async (dir) => {
-        const target = path.join(dir, 'burnin.mp4')
-        await burnTimecode(ffmpeg, asset, ctx.resolve<AssetService>('assets').fileOf(asset), target, settingsOf(ctx.resolve('config')), ctx.signal)
-        return ctx.resolve<ProxyStore>('proxyStore').store(asset, { burnin: target })
-      })
-      asset.proxies = { ...asset.proxies, ...stored }
-      await ctx.em.flush()
-      return { burnin: stored.burnin }
+      try {
+        const ffmpeg = await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
+        const stored = await withWorkDir(ctx, async (dir) => {
+          const target = path.join(dir, 'burnin.mp4')
+          await withOriginal(ctx, asset, async (original) => burnTimecode(ffmpeg, asset, await original.toolPath(), target, settingsOf(ctx.resolve('config')), ctx.signal))
+          return ctx.resolve<ProxyStore>('proxyStore').store(asset, { burnin: target })
+        })
+        asset.proxies = { ...asset.proxies, ...stored }
+        await ctx.em.flush()
+        ctx.count(1, 0)
+        return { burnin: stored.burnin }
+      } catch (err) {
+        ctx.count(0, 1)
+        throw err
+      }
     },
   })
 

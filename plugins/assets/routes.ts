@@ -57,7 +57,7 @@ export function registerAssetRoutes({ routes }: RegisterApi) {
       targets.push({ file: assets(ctx).fileOf(asset), project: asset.project, relative: asset.path })
     }
     if (paths.length) {
-      const project = await projects(ctx).writable(ctx, project_id)
+      const project = await projects(ctx).writable(ctx, project_id!)
       const root = projects(ctx).pathOf(project)
       for (const [i, p] of paths.entries()) {
         const file = await resolveInside(root, p, `paths[${i}]`)

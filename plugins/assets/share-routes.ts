@@ -58,7 +58,7 @@ export function registerShareRoutes({ routes }: RegisterApi) {
     const token = randomBytes(32).toString('base64url')
     const sharedBy = await ctx.em.findOneOrFail(User, ctx.user!.userId)
     const { email, message, expires_in_days: days } = ctx.input
-    const share = ctx.em.create(AssetShare, { asset, sharedBy, email, message: message || null, tokenHash: sha256(token), expiresAt: new Date(Date.now() + days * 86_400_000) })
+    const share = ctx.em.create(AssetShare, { asset, sharedBy, email, message: message || null, tokenHash: sha256(token), expiresAt: new Date(Date.now() + (days ?? 7) * 86_400_000) })
     await ctx.em.flush()
 
     const fullName = [sharedBy.firstname, sharedBy.lastname].filter(Boolean).join(' ')

@@ -25,16 +25,19 @@ export const AssetShareSchema = new EntitySchema<AssetShare, BaseEntity>({
   tableName: 'asset_shares',
   properties: {
     ...baseProperties,
-    asset: { kind: 'm:1', entity: () => Asset, deleteRule: 'cascade' },
-    sharedBy: { kind: 'm:1', entity: () => User, deleteRule: 'cascade' },
-    email: { type: 'string' },
+    // lookups by asset use the index (asset_id, created_at)
+    asset: { kind: 'm:1', entity: () => Asset, deleteRule: 'cascade', index: false },
+    sharedBy: { kind: 'm:1', entity: () => User, deleteRule: 'cascade', index: true },
+    email: { type: 'string', length: 254 },
     message: { type: 'text', nullable: true },
-    tokenHash: { type: 'string', unique: true },
+    tokenHash: { type: 'string', length: 64, unique: true },
     expiresAt: { type: 'Date' },
     revokedAt: { type: 'Date', nullable: true },
-    accessCount: { type: 'integer' },
+    accessCount: { type: 'integer', default: 0 },
     lastAccessedAt: { type: 'Date', nullable: true },
   },
+  // GET /assets/:id/shares lists by asset, newest first
+  indexes: [{ properties: ['asset', 'createdAt'] }],
 })
 
 /** `asset_share` JSON: never the token nor its hash (SECURITY.md API3) */

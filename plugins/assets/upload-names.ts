@@ -2,12 +2,6 @@ import path from 'node:path'
 
 export const MAX_NAME_BYTES = 255
 
-/** the client's file name as a name only: its last segment, never a path; NUL bytes go, a leading dot becomes `_` */
-export function uploadName(originalName: string): string {
-  const base = path.basename(originalName.replace(/\\/g, '/')).replace(/\0/g, '') || 'upload'
-  return base.startsWith('.') ? `_${base}` : base
-}
-
 /** the longest prefix of `text` of at most `max` UTF-8 bytes, cut between characters */
 function fitBytes(text: string, max: number): string {
   let out = ''

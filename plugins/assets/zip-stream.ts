@@ -1,4 +1,5 @@
 import { createReadStream } from 'node:fs'
+import type { FileHandle } from 'node:fs/promises'
 import { Readable } from 'node:stream'
 
 /**
@@ -12,13 +13,14 @@ import { Readable } from 'node:stream'
 export interface ZipSource {
   /** the name inside the zip (UTF-8, `/`-separated) */
   name: string
-  file: string
+  /** a path, or a descriptor opened (and checked) once, so the bytes come from the file that was checked */
+  file: string | FileHandle
   size: number
   crc32: number
   mtime: Date
 }
 
-type Segment = { buffer: Buffer } | { file: string; size: number }
+type Segment = { buffer: Buffer } | { file: string | FileHandle; size: number }
 export interface ZipLayout {
   size: number
   segments: Segment[]
@@ -133,11 +135,17 @@ export function zipRange(layout: ZipLayout, start: number, end: number): Readabl
       const to = Math.min(end + 1, at + length) // exclusive
       if (from < to) {
         if ('buffer' in segment) yield segment.buffer.subarray(from - at, to - at)
-        else yield* createReadStream(segment.file, { start: from - at, end: to - at - 1, highWaterMark: 1 << 20 })
+        else yield* readRange(segment.file, from - at, to - at - 1)
       }
       at += length
       if (at > end) return
     }
   }
   return Readable.from(parts(), { objectMode: false })
+}
+
+/** bytes start..end (inclusive) of a file by name, or by an open descriptor (positional reads; the caller closes it) */
+function readRange(file: string | FileHandle, start: number, end: number): Readable {
+  const options = { start, end, highWaterMark: 1 << 20 }
+  return typeof file === 'string' ? createReadStream(file, options) : createReadStream('', { ...options, fd: file, autoClose: false })
 }

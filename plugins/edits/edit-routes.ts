@@ -86,7 +86,7 @@ export function registerEditRoutes({ routes }: RegisterApi) {
 
   routes.get('/edit/status', { access: 'authenticated', input: EditRefInput, summary: 'projects open and mounted on the calling edit (X-APP-EDIT), and its jobs' }, async (ctx) => {
     const edit = await editOf(ctx)
-    const all = await ctx.em.find(EditSession, { edit, ...LIVE }, { populate: ['project'], orderBy: { id: 'asc' } })
+    const all = await ctx.em.find(EditSession, { edit, ...LIVE }, { populate: ['project', 'parent'], orderBy: { id: 'asc' } })
     const rows = await withRight(ctx, all, (right) => right !== 'none')
     let jobs = ctx.resolve<Knex>('knex')('jobs').where({ edit_id: edit.id })
     if (!ctx.user!.isAdmin) jobs = jobs.where({ user_id: ctx.user!.userId })

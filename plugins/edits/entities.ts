@@ -45,7 +45,7 @@ export const EditSchema = new EntitySchema<Edit, BaseEntity>({
   tableName: 'edits',
   properties: {
     ...baseProperties,
-    name: { type: 'string', unique: true },
+    name: { type: 'string', length: 100, unique: true },
     comment: { type: 'text', nullable: true },
     passwordSealed: { type: 'text', fieldName: 'password_sealed' },
   },
@@ -56,16 +56,22 @@ export const EditSessionSchema = new EntitySchema<EditSession, BaseEntity>({
   tableName: 'edit_sessions',
   properties: {
     ...baseProperties,
-    edit: { kind: 'm:1', entity: () => Edit, deleteRule: 'cascade' },
-    project: { kind: 'm:1', entity: () => Project, deleteRule: 'cascade' },
-    kind: { type: 'string' },
-    parent: { kind: 'm:1', entity: () => Project, nullable: true, deleteRule: 'cascade' },
+    // lookups by edit use the unique index (edit_id, project_id, kind)
+    edit: { kind: 'm:1', entity: () => Edit, deleteRule: 'cascade', index: false },
+    project: { kind: 'm:1', entity: () => Project, deleteRule: 'cascade', index: true },
+    kind: { type: 'string', length: 20 },
+    parent: { kind: 'm:1', entity: () => Project, nullable: true, deleteRule: 'cascade', index: true },
     link: { type: 'text' },
-    state: { type: 'string' },
+    state: { type: 'string', length: 20 },
     error: { type: 'text', nullable: true },
-    mountedBy: { kind: 'm:1', entity: () => User, nullable: true, deleteRule: 'set null' },
+    mountedBy: { kind: 'm:1', entity: () => User, nullable: true, deleteRule: 'set null', index: true },
     mountedAt: { type: 'Date' },
-    openedBy: { kind: 'm:1', entity: () => User, nullable: true, deleteRule: 'set null' },
+    openedBy: { kind: 'm:1', entity: () => User, nullable: true, deleteRule: 'set null', index: true },
     openedAt: { type: 'Date', nullable: true },
   },
+  uniques: [
+    { properties: ['edit', 'project', 'kind'] },
+    // at most one edit has a project open for write: a partial index, compared by name only
+    { name: 'edit_sessions_one_writer', expression: 'create unique index edit_sessions_one_writer on edit_sessions (project_id) where opened_at is not null' },
+  ],
 })

@@ -2,7 +2,7 @@ import { asFunction } from 'awilix'
 import { definePlugin } from '../../core/plugin/contract.js'
 import type { MamConfig } from '../../core/config.js'
 import { conflict } from '../../core/errors.js'
-import type { ProjectGuards } from '../projects/index.js'
+import type { ProjectGuards, ProjectService } from '../projects/index.js'
 import { EditSchema, EditSession, EditSessionSchema } from './entities.js'
 import { migrations } from './migrations.js'
 import { EditService } from './service.js'
@@ -10,6 +10,7 @@ import { registerEditRoutes } from './edit-routes.js'
 import { registerSessionRoutes } from './session-routes.js'
 import { registerSubprojectRoutes } from './subproject-routes.js'
 import { defineEditJobs } from './jobs.js'
+import { projectHolders } from './project-holders.js'
 
 export { Edit, EditSession } from './entities.js'
 export { EditService } from './service.js'
@@ -36,6 +37,8 @@ export const editsPlugin = definePlugin({
     defineEditJobs(api.jobs)
   },
   start({ resolve }) {
+    // mounted_by and locked_by of the project JSON come from the edit sessions
+    resolve<ProjectService>('projects').views.add(projectHolders)
     // a rename or delete would pull the tree from under the links (and the links out of a parent's tree)
     resolve<ProjectGuards>('projectGuards').add(async (em, project, action) => {
       if (action === 'write') return

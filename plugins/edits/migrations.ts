@@ -34,4 +34,14 @@ export const migrations: Migration[] = [
       await knex.raw('create unique index edit_sessions_one_writer on edit_sessions (project_id) where opened_at is not null')
     },
   },
+  {
+    // deleting a user clears who mounted or opened a project: without these, by reading every session
+    name: '0002-foreign-key-indexes',
+    async up(knex) {
+      await knex.schema.alterTable('edit_sessions', (t) => {
+        t.index(['mounted_by_id'])
+        t.index(['opened_by_id'])
+      })
+    },
+  },
 ]

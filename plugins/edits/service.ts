@@ -2,7 +2,7 @@ import type { EntityManager } from '../../core/db/orm.js'
 import type { MamConfig } from '../../core/config.js'
 import type { MamContext } from '../../core/http/context.js'
 import { iso } from '../../core/db/entity.js'
-import { MamError, conflict, invalidParam, notFound } from '../../core/errors.js'
+import { MamError, conflict, invalidParam, notFound, quoted } from '../../core/errors.js'
 import { Edit } from './entities.js'
 import { deriveKey, open, seal } from '../../core/crypto.js'
 
@@ -57,7 +57,8 @@ export class EditService {
     const value = String(param ?? header)
     let edit = await ctx.em.findOne(Edit, { name: value })
     if (!edit && source === 'edit' && /^[1-9]\d{0,9}$/.test(value)) edit = await ctx.em.findOne(Edit, Number(value))
-    if (!edit) throw invalidParam(source, `"${value}" is not a registered edit`)
+    // named as sent, but cut short: the header can be thousands of characters
+    if (!edit) throw invalidParam(source, `${quoted(source === 'edit' ? value : ctx.get('x-app-edit'), 100)} is not a registered edit`)
     return edit
   }
 

@@ -7,7 +7,7 @@ import { EditSession } from './entities.js'
 import { EditRefInput } from './schemas.js'
 import { LIVE, accepted, assertNoOtherEdit, editOf, hold, projectsOf, releasable, release, submountsIn } from './sessions.js'
 
-const options = (summary: string): RouteOptions => ({ access: 'authenticated', params: IdParams, input: EditRefInput, summary })
+const options = (summary: string): RouteOptions<typeof IdParams, typeof EditRefInput, 'authenticated'> => ({ access: 'authenticated', params: IdParams, input: EditRefInput, summary })
 
 /**
  * §4.20 open, sync, close, forceclose, mount, umount, refreshmountedproject. Each changes the rows at

@@ -91,12 +91,17 @@ export async function accepted(ctx: MamContext, links: string[], project: Projec
   return { job: serializeJob(job) }
 }
 
-/** a project as the edit sees it: the project's fields plus where and how it is exposed */
+/**
+ * A project as the edit sees it: the project's fields plus where and how it is exposed. `mount_path`
+ * is the link's absolute path for administrators, for others its path inside the edit's share
+ * (`Feature`, a subproject `Feature/Teaser`): absolute server paths are for administrators (SECURITY.md).
+ * Needs `project` and `parent` populated.
+ */
 export function sessionView(ctx: MamContext, row: EditSession) {
   return {
-    ...projectsOf(ctx).serialize(row.project),
+    ...projectsOf(ctx).serialize(row.project, ctx.user),
     mount_kind: row.kind,
-    mount_path: row.link,
+    mount_path: ctx.user?.isAdmin ? row.link : row.parent ? `${row.parent.folder}/${row.project.folder}` : row.project.folder,
     mount_state: row.state,
     mount_error: row.error,
     mounted_in: row.parent?.id ?? null,

@@ -9,7 +9,7 @@ import { SubprojectInput } from './schemas.js'
 import { LIVE, accepted, assertNoOtherEdit, editOf, hold, projectsOf, releasable, release } from './sessions.js'
 import { linkSpotFree } from './workspace.js'
 
-const options = (summary: string): RouteOptions => ({ access: 'authenticated', params: IdParams, input: SubprojectInput, summary })
+const options = (summary: string): RouteOptions<typeof IdParams, typeof SubprojectInput, 'authenticated'> => ({ access: 'authenticated', params: IdParams, input: SubprojectInput, summary })
 /** parent chains are short; the bound only stops a corrupt chain from looping */
 const MAX_DEPTH = 1000
 
@@ -25,7 +25,7 @@ function assertChild(parent: Project, sub: Project) {
 
 /** §4.20 addsubproject, removesubproject (Project.parent) and mountsubproject, umountsubproject (a link in the parent's tree). */
 export function registerSubprojectRoutes({ routes }: RegisterApi) {
-  const show = (ctx: MamContext, p: Project) => ({ project: projectsOf(ctx).serialize(p) })
+  const show = async (ctx: MamContext, p: Project) => ({ project: await projectsOf(ctx).one(ctx, p) })
 
   routes.put('/projects/:id/addsubproject', options('make another project a subproject of this one'), async (ctx) => {
     const parent = await projectsOf(ctx).writable(ctx, ctx.params.id)

@@ -60,11 +60,12 @@ export const TeamSchema = new EntitySchema<Team, BaseEntity>({
   tableName: 'teams',
   properties: {
     ...baseProperties,
-    name: { type: 'string', unique: true },
+    name: { type: 'string', length: 200, unique: true },
     quota: { ...bytes, nullable: true },
-    quotaMailSent: { type: 'boolean' },
-    spaceUsed: { ...bytes },
-    owner: { kind: 'm:1', entity: () => User, nullable: true, deleteRule: 'cascade' },
+    quotaMailSent: { type: 'boolean', default: false },
+    spaceUsed: { ...bytes, default: 0 },
+    // one own team per user; the unique index also serves lookups by owner
+    owner: { kind: 'm:1', entity: () => User, nullable: true, deleteRule: 'cascade', unique: true, index: false },
   },
 })
 
@@ -73,10 +74,12 @@ export const TeamMembershipSchema = new EntitySchema<TeamMembership>({
   tableName: 'team_memberships',
   properties: {
     id: { type: 'integer', primary: true },
-    team: { kind: 'm:1', entity: () => Team, deleteRule: 'cascade' },
-    user: { kind: 'm:1', entity: () => User, deleteRule: 'cascade' },
+    // lookups by team use the unique index (team_id, user_id)
+    team: { kind: 'm:1', entity: () => Team, deleteRule: 'cascade', index: false },
+    user: { kind: 'm:1', entity: () => User, deleteRule: 'cascade', index: true },
     createdAt: { type: 'Date', onCreate: () => new Date() },
   },
+  uniques: [{ properties: ['team', 'user'] }],
 })
 
 export const AccessRightSchema = new EntitySchema<AccessRight, BaseEntity>({
@@ -84,12 +87,13 @@ export const AccessRightSchema = new EntitySchema<AccessRight, BaseEntity>({
   tableName: 'access_rights',
   properties: {
     ...baseProperties,
-    team: { kind: 'm:1', entity: () => Team, deleteRule: 'cascade' },
-    objectType: { type: 'string' },
+    team: { kind: 'm:1', entity: () => Team, deleteRule: 'cascade', index: true },
+    objectType: { type: 'string', length: 50 },
     objectId: { type: 'integer' },
     read: { type: 'boolean' },
     write: { type: 'boolean' },
   },
+  uniques: [{ properties: ['objectType', 'objectId', 'team'] }],
 })
 
 export const UserSettingsSchema = new EntitySchema<UserSettings>({
@@ -98,7 +102,7 @@ export const UserSettingsSchema = new EntitySchema<UserSettings>({
   properties: {
     user: { kind: '1:1', entity: () => User, primary: true, owner: true, deleteRule: 'cascade' },
     settings: { type: 'json' },
-    backgroundFile: { type: 'string', nullable: true },
+    backgroundFile: { type: 'string', length: 300, nullable: true },
     updatedAt: { type: 'Date', onCreate: () => new Date(), onUpdate: () => new Date() },
   },
 })
@@ -108,8 +112,8 @@ export const InvitationSchema = new EntitySchema<Invitation, BaseEntity>({
   tableName: 'invitations',
   properties: {
     ...baseProperties,
-    user: { kind: 'm:1', entity: () => User, deleteRule: 'cascade' },
-    tokenHash: { type: 'string', unique: true },
+    user: { kind: 'm:1', entity: () => User, deleteRule: 'cascade', index: true },
+    tokenHash: { type: 'string', length: 64, unique: true },
     expiresAt: { type: 'Date' },
     acceptedAt: { type: 'Date', nullable: true },
   },
@@ -120,8 +124,8 @@ export const ProofKeySchema = new EntitySchema<ProofKey, BaseEntity>({
   tableName: 'proof_keys',
   properties: {
     ...baseProperties,
-    user: { kind: 'm:1', entity: () => User, deleteRule: 'cascade' },
-    codeChallenge: { type: 'string', unique: true },
+    user: { kind: 'm:1', entity: () => User, deleteRule: 'cascade', index: true },
+    codeChallenge: { type: 'string', length: 128, unique: true },
     expiresAt: { type: 'Date' },
     usedAt: { type: 'Date', nullable: true },
   },

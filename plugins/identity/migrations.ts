@@ -56,4 +56,30 @@ export const migrations: Migration[] = [
       })
     },
   },
+  {
+    // 0001 declared the primary key apart from the column, so SQLite's schema calls `user_id` nullable
+    // (PostgreSQL makes key columns NOT NULL): rebuilt with the column NOT NULL, rows kept, for the
+    // schema to say on both databases what the entity says
+    name: '0002-user-settings-user-not-null',
+    async up(knex, dialect) {
+      if (dialect !== 'sqlite') return // PostgreSQL makes primary key columns NOT NULL
+      await knex.schema.createTable('user_settings_rebuilt', (t) => {
+        t.integer('user_id').notNullable().primary().references('users.id').onDelete('CASCADE')
+        t.json('settings').notNullable()
+        t.string('background_file', 300)
+        t.timestamp('updated_at', { useTz: true }).notNullable()
+      })
+      await knex.raw('insert into user_settings_rebuilt (user_id, settings, background_file, updated_at) select user_id, settings, background_file, updated_at from user_settings')
+      await knex.schema.dropTable('user_settings')
+      await knex.schema.renameTable('user_settings_rebuilt', 'user_settings')
+    },
+  },
+  {
+    // deleting a user deletes its invitations and proof keys: without these, by reading every row
+    name: '0003-user-foreign-key-indexes',
+    async up(knex) {
+      await knex.schema.alterTable('invitations', (t) => t.index(['user_id']))
+      await knex.schema.alterTable('proof_keys', (t) => t.index(['user_id']))
+    },
+  },
 ]

@@ -25,6 +25,7 @@ export { ProjectService, PROJECT } from './service.js'
 export { ProjectGuards, type ProjectGuard } from './guards.js'
 export { PathMoveHooks, type PathMove, type PathMoveHook } from './path-moves.js'
 export { projectScope } from './moves.js'
+export { ProjectViews, type ProjectDecorator, type ProjectJson } from './views.js'
 
 const exists = async (em: EntityManager, id: number) => (await em.count(Project, { id, deleted: false })) > 0
 

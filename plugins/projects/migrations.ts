@@ -36,4 +36,17 @@ export const migrations: Migration[] = [
       })
     },
   },
+  {
+    // deleting a project or a user clears these references to it: without the indexes, by reading
+    // every project
+    name: '0002-foreign-key-indexes',
+    async up(knex) {
+      await knex.schema.alterTable('projects', (t) => {
+        t.index(['parent_id'])
+        t.index(['frozen_by_id'])
+        t.index(['created_by_id'])
+        t.index(['last_opened_by_id'])
+      })
+    },
+  },
 ]

@@ -101,7 +101,8 @@ export function registerProjectReport({ routes }: RegisterApi) {
             name: r.name,
             alternative_name: r.alternative_name,
             storage: r.storage,
-            path: root ? path.join(root, r.folder) : r.folder,
+            // absolute server paths are for administrators (SECURITY.md)
+            path: root && ctx.user!.isAdmin ? path.join(root, r.folder) : r.folder,
             template: r.template,
             library: Boolean(r.is_library_project),
             frozen: r.frozen_at !== null,

@@ -54,19 +54,19 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
       offset: (page - 1) * per_page,
     })
     ctx.set('X-Total-Count', String(total))
-    return { projects: rows.map((p) => projects(ctx).serialize(p)) }
+    return { projects: await projects(ctx).render(ctx, rows) }
   }
   routes.get('/projects', { access: 'authenticated', input: ListInput, summary: 'list projects (filters: name, library, frozen, online, archived, storage; paginated)' }, list)
   routes.get('/projects/search', { access: 'authenticated', input: ListInput, summary: 'search projects by a substring of name' }, list)
 
   routes.get('/projects/:id', { access: 'authenticated', params: IdParams, summary: 'show a project' }, async (ctx) => ({
-    project: projects(ctx).serialize((await projects(ctx).readable(ctx, ctx.params.id)).project),
+    project: await projects(ctx).one(ctx, (await projects(ctx).readable(ctx, ctx.params.id)).project),
   }))
 
   routes.post('/projects', { access: 'projects.create', input: ProjectInput, summary: 'create a project from a template' }, async (ctx) => {
     const project = await projects(ctx).create(ctx, newProject(fieldsOf(ctx.input)))
     ctx.status = 201
-    return { project: projects(ctx).serialize(project) }
+    return { project: await projects(ctx).one(ctx, project) }
   })
 
   routes.post('/projects/validate', { access: 'projects.create', input: ProjectInput, summary: 'check project attributes without creating anything' }, async (ctx) => {
@@ -86,7 +86,7 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
     if (f.encoding_priority !== undefined) project.encodingPriority = f.encoding_priority
     await ctx.em.flush()
     if (f.encoding_priority !== undefined) await ctx.resolve<JobService>('jobs').reprioritise([project.id], f.encoding_priority)
-    return { project: projects(ctx).serialize(project) }
+    return { project: await projects(ctx).one(ctx, project) }
   })
 
   routes.delete('/projects/:id', { access: 'authenticated', params: IdParams, summary: 'move a project into the trash' }, async (ctx) => {
@@ -96,7 +96,7 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
     // a folder that vanished from storage does not block deletion
     await relocation(ctx).trash(project, path.posix.join(TRASH_DIR, project.uuid))
     await s.refreshTeamSpace(project.id)
-    return { project: s.serialize(project) }
+    return { project: await s.one(ctx, project) }
   })
 
   routes.delete('/trash', { access: 'admin', summary: 'enqueue the purge of deleted projects' }, async (ctx) => {
@@ -109,7 +109,7 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
     const s = projects(ctx)
     const project = await s.writable(ctx, ctx.params.id)
     await guards(ctx).check(ctx.em, project, 'rename')
-    const name = ctx.input.name.trim()
+    const name = ctx.input.name.normalize('NFC').trim()
     const folder = safeName(name)
     if (folder !== project.folder) {
       const checked = await s.check(ctx.em, { name, storage: project.storage })
@@ -118,14 +118,14 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
       project.name = name
       await ctx.em.flush()
     }
-    return { project: s.serialize(project) }
+    return { project: await s.one(ctx, project) }
   })
 
   routes.delete('/projects/:id/delete_description', { access: 'authenticated', params: IdParams, summary: "clear a project's description" }, async (ctx) => {
     const project = await projects(ctx).writable(ctx, ctx.params.id)
     project.description = null
     await ctx.em.flush()
-    return { project: projects(ctx).serialize(project) }
+    return { project: await projects(ctx).one(ctx, project) }
   })
 
   routes.put('/projects/:id/flag_as_project', { access: 'authenticated', params: IdParams, summary: 'turn a library project back into an online project' }, async (ctx) => {
@@ -133,7 +133,7 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
     if (!project.isLibraryProject) throw invalidParam('id', 'is not a library project')
     project.isLibraryProject = false
     await ctx.em.flush()
-    return { project: projects(ctx).serialize(project) }
+    return { project: await projects(ctx).one(ctx, project) }
   })
 
   routes.post('/projects/encoding_priority', { access: 'authenticated', input: EncodingPriorityInput, summary: 'set encoding_priority for many projects or libraries' }, async (ctx) => {
@@ -146,7 +146,7 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
     await ctx.em.flush()
     // work already waiting follows the new priority, not only work queued from now on
     await ctx.resolve<JobService>('jobs').reprioritise(ids, ctx.input.encoding_priority)
-    return { projects: found.map((p) => projects(ctx).serialize(p)) }
+    return { projects: await projects(ctx).render(ctx, found) }
   })
 
   routes.get('/total_project_size', { access: 'authenticated', summary: 'total size in bytes of all projects (those you can read)' }, async (ctx) => {

@@ -21,6 +21,8 @@ import { CREATE_KIND, type CreateIntent } from './creation.js'
 import { isUniqueViolation } from '../../core/db/unique.js'
 import { moveExclusive } from '../../core/storage/exclusive.js'
 import type { StorageJournal } from '../../core/storage/journal.js'
+import { ProjectViews, type ProjectJson } from './views.js'
+import type { Principal } from '../../core/auth/principal.js'
 
 export const PROJECT = { type: 'project', label: 'project', prefix: '/projects' } as const
 export const TRASH_DIR = '.mamkit-trash'
@@ -46,6 +48,9 @@ const folderTaken = (folder: string, storage: string) =>
  * `writable`, which enforces access rights, freeze (423) and the deleted state. Resolved as `projects`.
  */
 export class ProjectService {
+  /** decorators other plugins add to the project JSON */
+  readonly views = new ProjectViews()
+
   constructor(
     private readonly storages: StorageRegistry,
     private readonly templates: TemplateService,
@@ -107,7 +112,7 @@ export class ProjectService {
   /** everything `create` checks, without side effects (POST /projects/validate) */
   async check(em: EntityManager, input: NewProject) {
     const errors: Array<{ param: string; message: string }> = []
-    const name = input.name?.trim()
+    const name = input.name?.normalize('NFC').trim()
     if (!name) errors.push({ param: 'name', message: 'is required' })
     const storage = input.storage ?? 'default'
     let root: string | undefined
@@ -215,7 +220,21 @@ export class ProjectService {
     }
   }
 
-  serialize(p: Project) {
+  /** the projects as `viewer` sees them, with the fields other plugins add (one query per decorator for the lot) */
+  render(ctx: MamContext, projects: Project[]): Promise<ProjectJson[]> {
+    return this.views.decorate(ctx.em, projects, projects.map((p) => this.serialize(p, ctx.user)))
+  }
+
+  async one(ctx: MamContext, project: Project): Promise<ProjectJson> {
+    return (await this.render(ctx, [project]))[0]
+  }
+
+  /**
+   * The project's own fields. Absolute server paths are for administrators (SECURITY.md): others get
+   * `path` as the folder inside the storage, beside `storage`. `mounted_by` and `locked_by` are
+   * null here; the edits plugin fills them (`render`).
+   */
+  serialize(p: Project, viewer: Principal | undefined) {
     return {
       id: p.id,
       uuid: p.uuid,
@@ -223,7 +242,8 @@ export class ProjectService {
       alternative_name: p.alternativeName,
       description: p.description,
       storage: p.storage,
-      path: this.pathOf(p),
+      folder: p.folder,
+      path: viewer?.isAdmin ? this.pathOf(p) : p.folder,
       template_id: p.templateId,
       is_library_project: p.isLibraryProject,
       encoding_priority: p.encodingPriority,
@@ -235,6 +255,8 @@ export class ProjectService {
       frozen: p.frozenAt !== null,
       frozen_by_id: p.frozenBy?.id ?? null,
       frozen_at: iso(p.frozenAt),
+      mounted_by: null as number | null,
+      locked_by: null as number | null,
       archive_strategy_id: null,
       archive_strategy_state: null,
       created_by: p.createdBy?.id ?? null,

@@ -2,7 +2,8 @@ import { Type } from 'typebox'
 import type { RegisterApi } from '../../core/plugin/contract.js'
 import type { MamContext } from '../../core/http/context.js'
 import { IdParams } from '../../core/http/schemas.js'
-import { MamError, forbidden, invalidParam, notFound } from '../../core/errors.js'
+import { conflict, forbidden, invalidParam, notFound } from '../../core/errors.js'
+import { iso } from '../../core/db/entity.js'
 import type { JobService } from '../../core/jobs/service.js'
 import { serializeJob } from '../../core/system/status-routes.js'
 import type { TemplateService } from '../templates/service.js'
@@ -16,11 +17,26 @@ import { projectScope, type ProjectMoves } from './moves.js'
 import type { StorageJournal } from '../../core/storage/journal.js'
 import { CreateFolderInput, MoveContentsInput, OptionalQuotaInput, ProjectTeamParams, QuotaInput, RenameFolderInput, TemplateRefInput } from './schemas.js'
 import type { ProjectService } from './service.js'
+import { Project } from './entities.js'
 
 /** §4.20: the project tree (addtemplate, folders), freeze, quotas and size. */
 export function registerTreeRoutes({ routes }: RegisterApi) {
   const projects = (ctx: MamContext) => ctx.resolve<ProjectService>('projects')
-  const show = (ctx: MamContext, p: Parameters<ProjectService['serialize']>[0]) => ({ project: projects(ctx).serialize(p) })
+  const show = async (ctx: MamContext, p: Project) => ({ project: await projects(ctx).one(ctx, p) })
+  /** a project the caller may write (403 with read only), frozen or not */
+  const writer = async (ctx: MamContext, action: string) => {
+    const { project, right } = await projects(ctx).readable(ctx, ctx.params.id)
+    if (right === 'read') throw forbidden(`You may read this project but not ${action} it`)
+    return project
+  }
+  /** the row as the conditional update left it */
+  const reloaded = async (ctx: MamContext, p: Project) => (await ctx.em.fork().findOneOrFail(Project, p.id, { populate: ['frozenBy', 'createdBy', 'lastOpenedBy'] }))
+  /** wrong state, not a write to a frozen project: 409, naming who froze it */
+  const alreadyFrozen = (p: Project) =>
+    conflict(`Project "${p.name}" is frozen already, by ${p.frozenBy?.username ?? 'a deleted user'} since ${iso(p.frozenAt)}`, {
+      frozen_by: p.frozenBy ? { id: p.frozenBy.id, username: p.frozenBy.username } : null,
+      frozen_at: iso(p.frozenAt),
+    })
 
   routes.put('/projects/:id/addtemplate', { access: 'authenticated', params: IdParams, input: TemplateRefInput, summary: "merge another template's tree into a project without overwriting files" }, async (ctx) => {
     const s = projects(ctx)
@@ -69,23 +85,21 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
     return show(ctx, project)
   })
 
+  // freeze and unfreeze change the state only if it is still what was checked: of two racing calls one wins, the other is a 409
   routes.put('/projects/:id/freeze', { access: 'authenticated', params: IdParams, summary: 'freeze a project: every write is refused (423) until unfrozen' }, async (ctx) => {
-    const project = await projects(ctx).writable(ctx, ctx.params.id)
-    project.frozenAt = new Date()
-    project.frozenBy = ctx.em.getReference(User, ctx.user!.userId)
-    await ctx.em.flush()
-    await ctx.em.populate(project, ['frozenBy'])
-    return show(ctx, project)
+    const project = await writer(ctx, 'freeze')
+    const changed = await ctx.em.nativeUpdate(Project, { id: project.id, frozenAt: null }, { frozenAt: new Date(), frozenBy: ctx.user!.userId })
+    if (!changed) throw alreadyFrozen(await reloaded(ctx, project))
+    return show(ctx, await reloaded(ctx, project))
   })
 
   routes.delete('/projects/:id/unfreeze', { access: 'authenticated', params: IdParams, summary: 'unfreeze a project (who froze it, or an administrator)' }, async (ctx) => {
     const { project, right } = await projects(ctx).readable(ctx, ctx.params.id)
-    if (!project.frozenAt) throw new MamError('conflict', `Project "${project.name}" is not frozen`)
+    if (!project.frozenAt) throw conflict(`Project "${project.name}" is not frozen`)
     if (right !== 'admin' && project.frozenBy?.id !== ctx.user!.userId) throw forbidden(`Only ${project.frozenBy?.username ?? 'an administrator'} or an administrator can unfreeze this project`)
-    project.frozenAt = null
-    project.frozenBy = null
-    await ctx.em.flush()
-    return show(ctx, project)
+    const changed = await ctx.em.nativeUpdate(Project, { id: project.id, frozenAt: { $ne: null }, frozenBy: project.frozenBy?.id ?? null }, { frozenAt: null, frozenBy: null })
+    if (!changed) throw conflict(`Project "${project.name}" was unfrozen or frozen again meanwhile; look at it again`)
+    return show(ctx, await reloaded(ctx, project))
   })
 
   routes.put('/projects/:id/quota', { access: 'admin', params: IdParams, input: QuotaInput, summary: "set a project's quota in bytes (null: none)" }, async (ctx) => {
@@ -103,13 +117,14 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
     team.quota = reset ? null : ctx.input.quota
     team.quotaMailSent = false
     await ctx.em.flush()
-    return { project: projects(ctx).serialize(project), team: { id: team.id, name: team.name, quota: team.quota, space_used: team.spaceUsed } }
+    return { project: await projects(ctx).one(ctx, project), team: { id: team.id, name: team.name, quota: team.quota, space_used: team.spaceUsed } }
   }
   routes.put('/projects/:id/quota_team/:team_id', { access: 'admin', params: ProjectTeamParams, input: OptionalQuotaInput, summary: "set the quota of a team that works on the project" }, teamQuota(false))
   routes.delete('/projects/:id/quota_team/:team_id', { access: 'admin', params: ProjectTeamParams, summary: "remove a team's quota" }, teamQuota(true))
 
-  routes.put('/projects/:id/calculate_size', { access: 'authenticated', params: IdParams, input: Type.Object({}, { additionalProperties: false }), summary: 'measure the project tree (job)' }, async (ctx) => {
-    const { project } = await projects(ctx).readable(ctx, ctx.params.id)
+  // writes the project's size and its teams' space_used, so it needs write; a frozen project may be measured (its tree does not change)
+  routes.put('/projects/:id/calculate_size', { access: 'authenticated', params: IdParams, input: Type.Object({}, { additionalProperties: false }), summary: 'measure the project tree (job; needs write access)' }, async (ctx) => {
+    const project = await writer(ctx, 'measure')
     const job = await ctx.resolve<JobService>('jobs').enqueue('projects.calculate-size', { projectId: project.id }, { userId: ctx.user!.userId, projectId: project.id })
     ctx.status = 202
     return { job: serializeJob(job) }

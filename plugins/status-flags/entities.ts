@@ -1,5 +1,7 @@
 import { EntitySchema, type Opt } from '@mikro-orm/core'
 import { BaseEntity, baseProperties } from '../../core/db/entity.js'
+import { User } from '../../core/auth/entities.js'
+import { Project } from '../projects/entities.js'
 
 /**
  * A coloured label that users put on projects ("Approved", "Waiting for VFX" …). Unscoped flags
@@ -28,11 +30,14 @@ export const StatusFlagSchema = new EntitySchema<StatusFlag, BaseEntity>({
   tableName: 'status_flags',
   properties: {
     ...baseProperties,
-    name: { type: 'string' },
-    color: { type: 'string' },
-    scopeProjectId: { type: 'integer', nullable: true },
-    position: { type: 'integer' },
+    name: { type: 'string', length: 100 },
+    color: { type: 'string', length: 7 },
+    // the project's id (mapToPk), for the foreign key: purging a project removes the flags that came with it
+    scopeProjectId: { kind: 'm:1', entity: () => Project, mapToPk: true, fieldName: 'scope_project_id', nullable: true, deleteRule: 'cascade', index: false },
+    position: { type: 'integer', default: 0 },
   },
+  // also serves lookups by scope project
+  indexes: [{ properties: ['scopeProjectId', 'position'] }],
 })
 
 export const ProjectStatusFlagSchema = new EntitySchema<ProjectStatusFlag>({
@@ -40,9 +45,11 @@ export const ProjectStatusFlagSchema = new EntitySchema<ProjectStatusFlag>({
   tableName: 'project_status_flags',
   properties: {
     id: { type: 'integer', primary: true, autoincrement: true },
-    projectId: { type: 'integer' },
-    statusFlag: { kind: 'm:1', entity: () => StatusFlag, deleteRule: 'cascade' },
-    setById: { type: 'integer', nullable: true },
+    // ids (mapToPk) with their foreign keys; lookups by project use the unique index (project_id, status_flag_id)
+    projectId: { kind: 'm:1', entity: () => Project, mapToPk: true, fieldName: 'project_id', deleteRule: 'cascade', index: false },
+    statusFlag: { kind: 'm:1', entity: () => StatusFlag, deleteRule: 'cascade', index: true },
+    setById: { kind: 'm:1', entity: () => User, mapToPk: true, fieldName: 'set_by_id', nullable: true, deleteRule: 'set null', index: true },
     createdAt: { type: 'Date', onCreate: () => new Date() },
   },
+  uniques: [{ properties: ['projectId', 'statusFlag'] }],
 })

@@ -25,4 +25,11 @@ export const migrations: Migration[] = [
       })
     },
   },
+  {
+    // deleting a user clears who set a flag: without this index, by reading every flag set on every project
+    name: '0002-set-by-index',
+    async up(knex) {
+      await knex.schema.alterTable('project_status_flags', (t) => t.index(['set_by_id']))
+    },
+  },
 ]

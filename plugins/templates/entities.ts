@@ -16,10 +16,10 @@ export const TemplateSchema = new EntitySchema<Template, BaseEntity>({
   tableName: 'templates',
   properties: {
     ...baseProperties,
-    name: { type: 'string', unique: true },
-    templateType: { type: 'string' },
-    position: { type: 'integer' },
+    name: { type: 'string', length: 200, unique: true },
+    templateType: { type: 'string', length: 100 },
+    position: { type: 'integer', default: 0 },
     substitutionPatterns: { type: 'json' },
-    folder: { type: 'string', unique: true },
+    folder: { type: 'string', length: 255, unique: true },
   },
 })

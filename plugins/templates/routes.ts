@@ -14,36 +14,36 @@ export function registerTemplateRoutes({ routes }: RegisterApi) {
   const service = (ctx: MamContext) => ctx.resolve<TemplateService>('templates')
 
   routes.get('/templates', { access: 'authenticated', summary: 'list all templates' }, async (ctx) => ({
-    templates: await service(ctx).listSerialized(ctx.resolve('knex')),
+    templates: await service(ctx).listSerialized(ctx.resolve('knex'), ctx.user),
   }))
 
   routes.get('/templates/:id', { access: 'authenticated', params: IdParams, summary: 'show a template' }, async (ctx) => {
     const s = service(ctx)
-    return { template: s.serialize(await s.get(ctx.em, ctx.params.id)) }
+    return { template: s.serialize(await s.get(ctx.em, ctx.params.id), ctx.user) }
   })
 
   routes.post('/templates', { access: MANAGE, input: TemplateInput, summary: 'create a template' }, async (ctx) => {
     const changes = readChanges(ctx, true)
     const s = service(ctx)
     ctx.status = 201
-    return { template: s.serialize(await s.create(ctx.em, changes as Required<TemplateChanges>)) }
+    return { template: s.serialize(await s.create(ctx.em, changes as Required<TemplateChanges>), ctx.user) }
   })
 
   routes.post('/templates/:id/duplicate', { access: MANAGE, params: IdParams, summary: 'copy a template and its folder' }, async (ctx) => {
     const s = service(ctx)
     ctx.status = 201
-    return { template: s.serialize(await s.duplicate(ctx.em, ctx.params.id)) }
+    return { template: s.serialize(await s.duplicate(ctx.em, ctx.params.id), ctx.user) }
   })
 
   routes.put('/templates/:id', { access: MANAGE, params: IdParams, input: TemplateInput, summary: 'update a template' }, async (ctx) => {
     const s = service(ctx)
     await s.get(ctx.em, ctx.params.id) // an unknown id is a 404 before the pattern checks (schema errors come first, in core)
-    return { template: s.serialize(await s.update(ctx.em, ctx.params.id, readChanges(ctx, false))) }
+    return { template: s.serialize(await s.update(ctx.em, ctx.params.id, readChanges(ctx, false)), ctx.user) }
   })
 
   routes.delete('/templates/:id', { access: MANAGE, params: IdParams, input: DeleteInput, summary: 'delete a template and its folder' }, async (ctx) => {
     const s = service(ctx)
-    return { template: s.serialize(await s.remove(ctx.em, ctx.params.id, ctx.input.ignore_missing_directory)) }
+    return { template: s.serialize(await s.remove(ctx.em, ctx.params.id, ctx.input.ignore_missing_directory), ctx.user) }
   })
 
   routes.get('/template_types', { access: 'authenticated', summary: 'list all template types' }, () => ({ template_types: TEMPLATE_TYPES }))
@@ -61,7 +61,7 @@ function readChanges(ctx: MamContext, creating: boolean): TemplateChanges {
   const nested = readPatterns(template.substitution_patterns, 'template[substitution_patterns]', ctx.typedInput, errors)
   if (errors.length) throw invalid(errors)
   return {
-    name: template.name,
+    name: template.name?.normalize('NFC'),
     templateType: template.template_type,
     position: template.position,
     substitutionPatterns: top ?? nested,

@@ -2,6 +2,7 @@ import { cp, mkdir, rename, rm, stat } from 'node:fs/promises'
 import path from 'node:path'
 import type { Knex } from '@mikro-orm/knex'
 import type { EntityManager } from '../../core/db/orm.js'
+import type { Principal } from '../../core/auth/principal.js'
 import { iso } from '../../core/db/entity.js'
 import { conflict, notFound } from '../../core/errors.js'
 import { safeName } from '../../core/storage/paths.js'
@@ -41,14 +42,19 @@ export class TemplateService {
     return path.join(this.root, t.folder)
   }
 
-  serialize(t: Template) {
+  /** the folder as `viewer` may see it: absolute for administrators (SECURITY.md), else its name below the templates folder */
+  private directoryFor(folder: string, viewer: Principal | undefined): string {
+    return viewer?.isAdmin ? path.join(this.root, folder) : folder
+  }
+
+  serialize(t: Template, viewer: Principal | undefined) {
     return {
       id: t.id,
       name: t.name,
       template_type: t.templateType,
       position: t.position,
       substitution_patterns: t.substitutionPatterns.map(({ token, pattern }) => ({ token, pattern })),
-      directory: this.directoryOf(t),
+      directory: this.directoryFor(t.folder, viewer),
       created_at: iso(t.createdAt),
       updated_at: iso(t.updatedAt),
     }
@@ -62,7 +68,7 @@ export class TemplateService {
    * `list`, serialised, from plain rows: GET /templates is read far more often than templates change,
    * and building MikroORM entities (identity map, snapshots) cost several times the query.
    */
-  async listSerialized(knex: Knex): Promise<Array<ReturnType<TemplateService['serialize']>>> {
+  async listSerialized(knex: Knex, viewer: Principal | undefined): Promise<Array<ReturnType<TemplateService['serialize']>>> {
     const rows = await knex('templates').select(LIST_COLUMNS).orderBy([{ column: 'position' }, { column: 'id' }])
     return rows.map((r) => ({
       id: Number(r.id),
@@ -72,7 +78,7 @@ export class TemplateService {
       substitution_patterns: (typeof r.substitution_patterns === 'string' ? JSON.parse(r.substitution_patterns) : r.substitution_patterns ?? []).map(
         ({ token, pattern }: SubstitutionPattern) => ({ token, pattern }),
       ),
-      directory: path.join(this.root, r.folder),
+      directory: this.directoryFor(r.folder, viewer),
       created_at: timestamp(r.created_at),
       updated_at: timestamp(r.updated_at),
     }))
@@ -152,7 +158,7 @@ export class TemplateService {
     const t = await this.get(em, id)
     const dir = this.directoryOf(t)
     if (!(await exists(dir)) && !ignoreMissingDirectory)
-      throw conflict(`The folder of template "${t.name}" is missing (${dir}); pass ignore_missing_directory=true to delete the template anyway`, {
+      throw conflict(`The folder of template "${t.name}" is missing (${t.folder} in the templates folder); pass ignore_missing_directory=true to delete the template anyway`, {
         errors: [{ param: 'ignore_missing_directory', message: 'must be true to delete a template whose folder is missing' }],
       })
     await em.remove(t).flush()

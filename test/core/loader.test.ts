@@ -113,7 +113,7 @@ t.test('capabilities, services and jobs', async (t) => {
   await bootFails(
     t,
     [withRoutes('svc-a', (api) => api.provide('thing', {} as any)), withRoutes('svc-b', (api) => api.provide('thing', {} as any))],
-    'PLUGIN_INVALID',
+    'SERVICE_INVALID',
     'svc-b',
     [/"thing"/, /"svc-a"/],
   )

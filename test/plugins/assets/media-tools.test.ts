@@ -72,7 +72,7 @@ t.test('the bundled npm binaries analyse video and build a playable low-res prox
   })
   const s = await startTestServer()
   t.teardown(() => s.close())
-  const version = await s.request('GET', '/version')
+  const version = await s.request('GET', '/version', { token: s.admin.token })
   t.match(version.body.hash.tools, { ffmpeg: new RegExp(`\\(env: ${bundled.ffmpeg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\)`), ffprobe: /\(env: / }, 'GET /version names the tools in use')
 
   const clip = await makeVideo(path.join(s.dataDir, 'gen', 'bundled.mov'), { timecode: '10:00:00:00' })

@@ -55,6 +55,8 @@ onEachDatabase(t, 'project proxy jobs: reburn_timecode, convert_proxy_structure 
   t.match(burn.body.job, { action: 'assets.project-batch', project_id: p.id })
   t.same((await waitForJobEnd(s, s.user.token, burn.body.job.id)).result, { assets: 1 }, 'videos only')
   const burnt = await waitForAsset(s, s.user.token, videoId, (a) => a.proxy.kinds.includes('burnin'))
+  const burnJob = await s.runtime.db.knex('jobs').where({ type: 'assets.burn-timecode', asset_id: videoId }).first('id')
+  t.match(await waitForJobEnd(s, s.user.token, Number(burnJob.id), '/asset_status'), { state: 'finished', success: 1, failure: 0 }, 'the asset job reports its count')
   t.same(burnt.proxy.kinds.sort(), ['burnin', 'lowres', 'poster', 'thumbnails'])
   const burnin = await s.request('GET', `/assets/${videoId}/proxies/burnin`, { token: reader.token })
   t.equal(burnin.status, 200)

@@ -94,6 +94,11 @@ onEachDatabase(t, 'edit status and clear need an edit', async (t, s) => {
   assertProblem(t, neither, 400, ['X-APP-EDIT', 'edit'])
   assertProblem(t, await s.request('PUT', '/edit/clear', { token: s.user.token }), 400, ['X-APP-EDIT', 'edit'])
   assertProblem(t, await s.request('GET', '/edit/status', { token: s.user.token, headers: { 'X-APP-EDIT': 'NOPE' } }), 422, ['X-APP-EDIT'])
+  // a long header is named, not echoed back whole
+  const long = await s.request('GET', '/edit/status', { token: s.user.token, headers: { 'X-APP-EDIT': 'E'.repeat(5000) } })
+  assertProblem(t, long, 422, ['X-APP-EDIT'])
+  t.ok(long.text.length < 1500, `a short problem body (${long.text.length} bytes)`)
+  t.match(long.body.errors[0].message, /^"E{100}…" \(5000 characters\) is not a registered edit$/)
   assertProblem(t, await s.request('PUT', '/edit/clear', { token: s.user.token, json: { edit: 'NOPE' } }), 422, ['edit'])
   assertProblem(t, await s.request('GET', '/edit/status', { headers: { 'X-APP-EDIT': 'EDIT-01' } }), 401)
   assertProblem(t, await s.request('PUT', '/edit/clear', { headers: { 'X-APP-EDIT': 'EDIT-01' } }), 401)

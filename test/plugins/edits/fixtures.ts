@@ -13,7 +13,9 @@ export async function createEdit(s: TestServer, name: string, password = `smb-${
 export async function createProject(s: TestServer, user: TestUser, name: string) {
   const reply = await s.request('POST', '/projects', { token: user.token, json: { name } })
   if (reply.status !== 201) throw new Error(`project: ${reply.status} ${reply.text}`)
-  return reply.body.project as { id: number; name: string; path: string; [k: string]: any }
+  // the absolute path is shown to administrators only
+  const { path } = (await s.request('GET', `/projects/${reply.body.project.id}`, { token: s.admin.token })).body.project
+  return { ...reply.body.project, path } as { id: number; name: string; path: string; [k: string]: any }
 }
 
 /** gives `user` (through their own team) read or read+write on a project */

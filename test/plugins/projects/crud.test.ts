@@ -35,7 +35,9 @@ onEachDatabase(
       uuid: /^[0-9a-f-]{36}$/,
       name: 'Trailer',
       storage: 'default',
-      path: path.join(storageRoot, 'Trailer'),
+      // absolute server paths are for administrators: others see the folder inside the storage
+      folder: 'Trailer',
+      path: 'Trailer',
       template_id: tpl.id,
       is_library_project: false,
       custom_metadata: { client: 'ACME' },
@@ -44,6 +46,8 @@ onEachDatabase(
       deleted: false,
       size: 5,
     })
+    t.equal((await s.request('GET', `/projects/${p.id}`, { token: s.admin.token })).body.project.path, path.join(storageRoot, 'Trailer'), 'an administrator sees the absolute path')
+    p.path = path.join(storageRoot, 'Trailer')
     t.same(await listTree(p.path), ['Docs/', 'Docs/readme.txt', 'Media/'])
     const dbRow = await row(s, 'projects', { id: p.id })
     t.equal(dbRow.folder, 'Trailer')
@@ -57,9 +61,10 @@ onEachDatabase(
     // create, form with top-level names and templatename, on another storage
     const onMedia = await s.request('POST', '/projects', { token: s.user.token, form: { name: `Promo ${s.db}`, templatename: 'Basic', storage: 'media_1', is_library_project: 'true' } })
     t.equal(onMedia.status, 201)
-    t.equal(onMedia.body.project.path, path.join(media, `Promo ${s.db}`))
+    t.match(onMedia.body.project, { storage: 'media_1', path: `Promo ${s.db}` })
     t.equal(onMedia.body.project.is_library_project, true)
-    t.same(await listTree(onMedia.body.project.path), ['Docs/', 'Docs/readme.txt', 'Media/'])
+    t.equal((await s.request('GET', `/projects/${onMedia.body.project.id}`, { token: s.admin.token })).body.project.path, path.join(media, `Promo ${s.db}`))
+    t.same(await listTree(path.join(media, `Promo ${s.db}`)), ['Docs/', 'Docs/readme.txt', 'Media/'])
 
     // without a template: an empty folder; names with separators become one folder name
     const plain = await createProject(s, s.user, { name: 'a/b: c' })
@@ -73,7 +78,9 @@ onEachDatabase(
     for (const route of ['/projects', '/projects/validate']) {
       assertProblem(t, await s.request('POST', route, { token: s.user.token, json: {} }), 422, ['name'])
       assertProblem(t, await s.request('POST', route, { token: s.user.token, json: { name: '   ' } }), 422, ['name'])
-      assertProblem(t, await s.request('POST', route, { token: s.user.token, json: { name: 'X', storage: 'nowhere' } }), 422, ['storage'])
+      const unknownStorage = await s.request('POST', route, { token: s.user.token, json: { name: 'X', storage: 'nowhere' } })
+      assertProblem(t, unknownStorage, 422, ['storage'])
+      t.match(unknownStorage.body.errors[0].message, /^"nowhere" is not a configured storage \(known: default, media_1\); an administrator adds storages with MAMKIT_STORAGES=/, 'says how to add one')
       assertProblem(t, await s.request('POST', route, { token: s.user.token, json: { name: 'X', template_id: 9999 } }), 422, ['template_id'])
       assertProblem(t, await s.request('POST', route, { token: s.user.token, json: { name: 'X', templatename: 'Nope' } }), 422, ['templatename'])
       assertProblem(t, await s.request('POST', route, { token: s.user.token, json: { name: 'X', template_id: 'one' } }), 422, ['template_id'])
@@ -158,7 +165,9 @@ onEachDatabase(t, 'list, search, show and total size follow access rights', asyn
   // show
   const shown = await s.request('GET', `/projects/${a.id}.json`, { token: reader.token })
   t.equal(shown.status, 200)
-  t.match(shown.body.project, { id: a.id, name: 'Alpha Trailer', path: a.path, created_by: s.user.id })
+  t.match(shown.body.project, { id: a.id, name: 'Alpha Trailer', storage: 'default', path: 'Alpha Trailer', created_by: s.user.id })
+  t.notOk(shown.text.includes(s.dataDir), 'no server path for a reader')
+  t.match((await s.request('GET', `/projects/${a.id}`, { token: s.admin.token })).body.project, { path: a.path }, 'the absolute path for an administrator')
   assertProblem(t, await s.request('GET', `/projects/${a.id}`, { token: stranger.token }), 404)
   assertProblem(t, await s.request('GET', `/projects/${c.id}`, { token: s.user.token }), 404)
   assertProblem(t, await s.request('GET', '/projects/99999', { token: s.admin.token }), 404)
@@ -224,9 +233,9 @@ onEachDatabase(t, 'update, rename, delete_description, flag_as_project and encod
   const renamed = await s.request('PUT', `/projects/${p.id}/rename`, { token: s.user.token, json: { name: 'Feature Final' } })
   t.equal(renamed.status, 200)
   t.equal(renamed.body.project.name, 'Feature Final')
-  t.equal(renamed.body.project.path, path.join(path.dirname(p.path), 'Feature Final'))
+  t.equal(renamed.body.project.path, 'Feature Final')
   t.notOk(await exists(p.path), 'old folder gone')
-  t.same(await listTree(renamed.body.project.path), ['Media/'], 'contents moved along')
+  t.same(await listTree(path.join(path.dirname(p.path), 'Feature Final')), ['Media/'], 'contents moved along')
   t.equal((await row(s, 'projects', { id: p.id })).folder, 'Feature Final')
   const sameFolder = await s.request('PUT', `/projects/${p.id}/rename`, { token: s.user.token, form: { name: 'Feature Final' } })
   t.equal(sameFolder.status, 200, 'renaming to the same name is a no-op')
@@ -277,7 +286,7 @@ onEachDatabase(t, 'delete moves the folder into the trash; DELETE /trash purges 
   t.equal(deleted.status, 200)
   t.equal(deleted.body.project.deleted, true)
   const trashed = path.join(root, '.mamkit-trash', p.uuid)
-  t.equal(deleted.body.project.path, trashed)
+  t.equal(deleted.body.project.path, `.mamkit-trash/${p.uuid}`)
   t.notOk(await exists(p.path), 'folder left its place')
   t.same(await listTree(trashed), ['A/', 'A/b.txt'], 'folder is in the trash with its contents')
   const r = await row(s, 'projects', { id: p.id })

@@ -58,7 +58,9 @@ export async function makeTemplate(s: TestServer, spec: TemplateSpec): Promise<{
 export async function createProject(s: TestServer, user: TestUser, fields: Record<string, unknown>) {
   const reply = await s.request('POST', '/projects', { token: user.token, json: fields })
   if (reply.status !== 201) throw new Error(`project: ${reply.status} ${reply.text}`)
-  return reply.body.project as { id: number; name: string; path: string; storage: string; [k: string]: any }
+  // the absolute path is shown to administrators only
+  const { path } = (await s.request('GET', `/projects/${reply.body.project.id}`, { token: s.admin.token })).body.project
+  return { ...reply.body.project, path } as { id: number; name: string; path: string; storage: string; [k: string]: any }
 }
 
 /** a shared team with `user` as member */

@@ -36,7 +36,6 @@ onEachDatabase(t, 'a frozen project refuses every write with 423 and keeps answe
     ['PUT', `/projects/${p.id}/create_folder`, { path: 'New' }],
     ['PUT', `/projects/${p.id}/rename_folder`, { path: 'Media', name: 'Footage' }],
     ['PUT', `/projects/${p.id}/move_contents`, { source: 'a.txt', destination: 'Media' }],
-    ['PUT', `/projects/${p.id}/freeze`, undefined],
     ['PUT', `/projects/${p.id}/status_flags/${flag.body.status_flag.id}`, undefined],
   ]
   for (const [method, route, json] of writes) {
@@ -46,6 +45,13 @@ onEachDatabase(t, 'a frozen project refuses every write with 423 and keeps answe
       t.match(reply.body, { code: 'locked', frozen_by: { id: s.user.id, username: 'editor' }, frozen_at: String }, `${method} ${route} by ${who.username}: the body names who froze it`)
       t.match(reply.body.detail, /frozen by editor/)
     }
+  }
+  // freezing a frozen project is a wrong state (409, naming who froze it), not a write to a frozen project (423)
+  for (const who of [s.user, colleague, s.admin]) {
+    const again = await s.request('PUT', `/projects/${p.id}/freeze`, { token: who.token })
+    assertProblem(t, again, 409)
+    t.match(again.body, { code: 'conflict', frozen_by: { id: s.user.id, username: 'editor' }, frozen_at: String }, `freeze again by ${who.username}`)
+    t.match(again.body.detail, /frozen already, by editor/)
   }
   // read-only users still learn 403 first, strangers 404: the freeze reveals nothing
   assertProblem(t, await s.request('PUT', `/projects/${p.id}`, { token: reader.token, json: { description: 'x' } }), 403)
@@ -65,7 +71,7 @@ onEachDatabase(t, 'a frozen project refuses every write with 423 and keeps answe
     t.equal((await s.request('GET', route, { token: s.user.token })).status, 200, `GET ${route}`)
   }
   t.equal((await s.request('GET', `/projects/${p.id}`, { token: reader.token })).body.project.frozen, true)
-  t.equal((await s.request('PUT', `/projects/${p.id}/calculate_size`, { token: s.user.token })).status, 202, 'measuring is not a write')
+  t.equal((await s.request('PUT', `/projects/${p.id}/calculate_size`, { token: s.user.token })).status, 202, 'a frozen project may be measured (its tree does not change)')
 
   // unfreeze: who froze it, or an administrator
   assertProblem(t, await s.request('DELETE', `/projects/${p.id}/unfreeze`), 401)
@@ -78,7 +84,9 @@ onEachDatabase(t, 'a frozen project refuses every write with 423 and keeps answe
   t.equal(thawed.status, 200)
   t.match(thawed.body.project, { frozen: false, frozen_by_id: null, frozen_at: null })
   t.equal((await row(s, 'projects', { id: p.id })).frozen_at, null)
-  assertProblem(t, await s.request('DELETE', `/projects/${p.id}/unfreeze`, { token: s.user.token }), 409)
+  const notFrozen = await s.request('DELETE', `/projects/${p.id}/unfreeze`, { token: s.user.token })
+  assertProblem(t, notFrozen, 409)
+  t.match(notFrozen.body.detail, /is not frozen/)
 
   // writes work again; an administrator can thaw someone else's freeze
   t.equal((await s.request('PUT', `/projects/${p.id}/create_folder`, { token: colleague.token, json: { path: 'New' } })).status, 200)
@@ -87,4 +95,19 @@ onEachDatabase(t, 'a frozen project refuses every write with 423 and keeps answe
   assertProblem(t, await s.request('DELETE', `/projects/${p.id}/unfreeze`, { token: s.user.token }), 403)
   t.equal((await s.request('DELETE', `/projects/${p.id}/unfreeze`, { token: s.admin.token })).status, 200)
   t.equal((await s.request('PUT', `/projects/${p.id}`, { token: s.user.token, json: { description: 'changed' } })).status, 200)
+})
+
+onEachDatabase(t, 'concurrent freezes: one 200, the others 409; concurrent unfreezes likewise', async (t, s) => {
+  const p = await createProject(s, s.user, { name: 'Raced' })
+  const colleague = await s.createUser('colleague')
+  await grant(s, p.id, await teamWith(s, 'writers', colleague), { read: true, write: true })
+  const who = [s.user, colleague, s.admin, s.user, colleague, s.admin]
+  const freezes = await Promise.all(who.map((u) => s.request('PUT', `/projects/${p.id}/freeze`, { token: u.token })))
+  t.same(freezes.map((r) => r.status).sort(), [200, 409, 409, 409, 409, 409])
+  const winner = freezes.find((r) => r.status === 200)!.body.project.frozen_by_id
+  t.equal(Number((await row(s, 'projects', { id: p.id })).frozen_by_id), winner, 'the winner is recorded')
+  for (const r of freezes.filter((x) => x.status === 409)) t.equal(r.body.frozen_by.id, winner, 'every 409 names the winner')
+  const thaws = await Promise.all([s.admin, s.admin, s.admin].map((u) => s.request('DELETE', `/projects/${p.id}/unfreeze`, { token: u.token })))
+  t.same(thaws.map((r) => r.status).sort(), [200, 409, 409])
+  t.equal((await row(s, 'projects', { id: p.id })).frozen_at, null)
 })

@@ -120,10 +120,15 @@ onEachDatabase(t, 'calculate_size measures the tree; teams space_used follows cr
   assertProblem(t, await s.request('PUT', '/projects/99999/calculate_size', { token: s.admin.token }), 404)
   assertProblem(t, await s.request('PUT', `/projects/${p.id}/calculate_size`, { token: s.user.token, json: { deep: true } }), 422, ['deep'])
 
-  const started = await s.request('PUT', `/projects/${p.id}/calculate_size`, { token: reader.token })
-  t.equal(started.status, 202, 'reading is enough to measure')
+  // measuring writes the project's size and the teams' space_used: read-only access is not enough
+  const refused = await s.request('PUT', `/projects/${p.id}/calculate_size`, { token: reader.token })
+  assertProblem(t, refused, 403)
+  t.match(refused.body.detail, /not measure it/)
+  t.equal(await s.runtime.db.knex('jobs').where({ type: 'projects.calculate-size', project_id: p.id }).count({ n: '*' }).then((r) => Number(r[0].n)), 0, 'no job queued')
+  const started = await s.request('PUT', `/projects/${p.id}/calculate_size`, { token: s.user.token })
+  t.equal(started.status, 202, 'a writer measures')
   t.match(started.body.job, { id: Number, action: 'projects.calculate-size', project_id: p.id })
-  const job = await waitForJob(s, reader.token, started.body.job.id)
+  const job = await waitForJob(s, s.user.token, started.body.job.id)
   t.equal(job.state, 'finished')
   t.same(job.result, { size: 1034 })
   const shown = await s.request('GET', `/projects/${p.id}`, { token: s.user.token })

@@ -75,7 +75,9 @@ onEachDatabase(t, 'GET /projects_report: an .xlsx of the projects the caller can
 
   // what the caller can read, and the list filters
   t.same((await readReport(s, s.user.token)).rows.map((r) => r.Name), ['Alpha', 'Beta library'])
-  t.same((await readReport(s, reader.token)).rows.map((r) => r.Name), ['Alpha'])
+  const readers = await readReport(s, reader.token)
+  t.same(readers.rows.map((r) => r.Name), ['Alpha'])
+  t.equal(readers.rows[0].Path, 'Alpha', 'a reader sees the folder inside the storage, not the server path')
   const stranger = await s.createUser('nobody')
   const empty = await readReport(s, stranger.token)
   t.same(empty.headers, HEADERS)

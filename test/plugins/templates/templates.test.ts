@@ -202,12 +202,16 @@ onEachDatabase(t, 'authentication and privileges on every endpoint', async (t, s
   }
   t.same(await snapshot(s), before, 'nothing changed by refused requests')
 
+  // absolute server paths are for administrators: a plain user sees the folder's name below the templates folder
+  const asUser = (x: any) => ({ ...x, directory: path.basename(x.directory) })
   const list = await s.request('GET', '/templates', { token: s.user.token })
   t.equal(list.status, 200, 'a plain user lists templates')
-  t.same(list.body.templates, before.templates)
+  t.same(list.body.templates, before.templates.map(asUser))
+  t.notOk(list.text.includes(s.dataDir), 'no server path in the list')
   const one = await s.request('GET', `/templates/${tpl.id}`, { token: s.user.token })
   t.equal(one.status, 200, 'a plain user shows a template')
-  t.same(one.body.template, tpl)
+  t.same(one.body.template, asUser(tpl))
+  t.equal(one.body.template.directory, 'Guarded')
 })
 
 onEachDatabase(t, 'the templates.manage capability lets a non-admin role manage templates', async (t, s) => {

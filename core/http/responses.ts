@@ -1,0 +1,15 @@
+import type { JobRow } from '../jobs/types.js'
+import { serializeJob } from '../system/status-routes.js'
+import type { MamContext } from './context.js'
+
+/** A job was queued for the request: 202 with the job (`GET /status/:id` follows it). */
+export function acceptedJob(ctx: MamContext, job: JobRow) {
+  ctx.status = 202
+  return { job: serializeJob(job) }
+}
+
+/** A record was made: 201 with it under its root key. */
+export function created<T extends Record<string, unknown>>(ctx: MamContext, body: T): T {
+  ctx.status = 201
+  return body
+}

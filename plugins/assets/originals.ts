@@ -1,0 +1,79 @@
+import { randomBytes } from 'node:crypto'
+import { mkdir, rm, symlink } from 'node:fs/promises'
+import path from 'node:path'
+import type { MamConfig } from '../../core/config.js'
+import { MamError, permanentError } from '../../core/errors.js'
+import { openInside, type OpenedFile } from '../../core/storage/paths.js'
+import type { ProjectService } from '../projects/service.js'
+import type { Asset } from './entities.js'
+
+/** An asset's original, opened and checked; read it through `handle` or `toolPath()`, never by its name. */
+export interface Original extends OpenedFile {
+  /**
+   * A path for ffmpeg, ffprobe and sharp: a private symlink, with the original's extension (format
+   * probes use it), to the opened descriptor. Made on first call, removed when the original closes.
+   */
+  toolPath(): Promise<string>
+  /** the tool path once made */
+  linked(): string | undefined
+}
+
+export const describeAsset = (asset: Pick<Asset, 'id' | 'path'>) => `asset ${asset.id} (${asset.path})`
+
+type Resolver = { resolve<T = any>(name: string): T }
+
+/**
+ * Opens an asset's original; the caller closes it (`withOriginal` does). Every read of an original
+ * (analysis, proxies, hashing, downloads) goes through here: the file is opened inside its project's
+ * folder with `openInside`, so a symlink planted in its place is refused with 403 (`permanent`: jobs
+ * fail at once, naming the asset) and the bytes read are those of the file that was checked. A
+ * missing file is a permanent error marked `offline`.
+ */
+export async function openOriginal(ctx: Resolver, asset: Asset): Promise<Original> {
+  const root = ctx.resolve<ProjectService>('projects').pathOf(asset.project)
+  const opened = await openInside(root, asset.path, describeAsset(asset)).catch((err) => {
+    if (err.code === 'ENOENT' || err.code === 'ENOTDIR')
+      throw Object.assign(permanentError(`The original of ${describeAsset(asset)} is offline: it is not on its storage`), { offline: true })
+    // a file system error names the server's path; job errors are shown to users
+    if (!(err instanceof MamError) && typeof err.code === 'string') throw Object.assign(new Error(`The original of ${describeAsset(asset)} cannot be read (${err.code})`), { code: err.code })
+    throw err
+  })
+  let link: string | undefined
+  let closing: Promise<void> | undefined
+  return {
+    ...opened,
+    async toolPath() {
+      if (link) return link
+      const dir = path.join(ctx.resolve<MamConfig>('config').dataDir, 'tmp', 'originals')
+      await mkdir(dir, { recursive: true })
+      const candidate = path.join(dir, `${randomBytes(8).toString('hex')}${path.extname(asset.name).toLowerCase()}`)
+      await symlink(opened.descriptorPath, candidate)
+      return (link = candidate)
+    },
+    linked: () => link,
+    close() {
+      closing ??= (async () => {
+        if (link) await rm(link, { force: true })
+        await opened.close()
+      })()
+      return closing
+    },
+  }
+}
+
+/**
+ * Opens an asset's original for `use` and closes it afterwards, whatever happens. An error that names
+ * the private tool path (ffmpeg's message) names the asset's path instead: job errors are shown to users.
+ */
+export async function withOriginal<T>(ctx: Resolver, asset: Asset, use: (original: Original) => Promise<T>): Promise<T> {
+  const original = await openOriginal(ctx, asset)
+  try {
+    return await use(original)
+  } catch (err) {
+    const link = original.linked()
+    if (link && err instanceof Error) err.message = err.message.split(link).join(asset.path)
+    throw err
+  } finally {
+    await original.close()
+  }
+}

@@ -1,0 +1,26 @@
+import type { EntityManager } from '../../core/db/orm.js'
+import type { Project } from './entities.js'
+
+/** a project's JSON: the projects plugin's fields plus what decorators add */
+export type ProjectJson = Record<string, unknown>
+
+/** Adds fields to serialised projects in bulk: one query per decorator for a whole page, never one per project. */
+export type ProjectDecorator = (em: EntityManager, projects: Project[], json: ProjectJson[]) => Promise<void>
+
+/**
+ * The project JSON of wire.md is assembled from several plugins, as users' is (`core/auth/user-views.ts`):
+ * the projects plugin gives the row's fields, the edits plugin fills `mounted_by` and `locked_by`
+ * (projects must not import edits). Reached as `projects.views`; plugins add decorators at start.
+ */
+export class ProjectViews {
+  private readonly decorators: ProjectDecorator[] = []
+
+  add(decorator: ProjectDecorator): void {
+    this.decorators.push(decorator)
+  }
+
+  async decorate(em: EntityManager, projects: Project[], json: ProjectJson[]): Promise<ProjectJson[]> {
+    if (projects.length) for (const decorate of this.decorators) await decorate(em, projects, json)
+    return json
+  }
+}
