@@ -15,7 +15,7 @@ onEachDatabase(t, 'concurrent creation of one project name: one 201, the rest 40
     const won = replies.filter((r) => r.status === 201)
     t.equal(won.length, 1, `${n} requests: one created the project`)
     for (const r of replies.filter((r) => r.status !== 201)) assertProblem(t, r, 409, ['name'])
-    const p = won[0].body.project
+    const p = { ...won[0].body.project, path: path.join(storageRoot, name) }
     t.same(await listTree(p.path), ['Docs/', 'Docs/readme.txt', 'Media/'], "the winner's folder is complete")
     t.equal(await readFile(path.join(p.path, 'Docs/readme.txt'), 'utf8'), 'hello')
     t.equal(Number((await s.runtime.db.knex('projects').where({ name }).count({ n: '*' }))[0].n), 1, 'one row')
@@ -29,7 +29,7 @@ onEachDatabase(t, 'concurrent creation of one project name: one 201, the rest 40
   const replies = await Promise.all(Array.from({ length: 10 }, () => s.request('POST', '/projects', { token: s.user.token, json: { name: 'Empty race' } })))
   const won = replies.filter((r) => r.status === 201)
   t.equal(won.length, 1)
-  t.ok(await exists(won[0].body.project.path), "the winner's empty folder stays")
+  t.ok(await exists(path.join(storageRoot, 'Empty race')), "the winner's empty folder stays")
   t.same((await readdir(storageRoot)).sort(), ['.mamkit-trash', 'Empty race', 'Race 2', 'Race 20'])
   t.same(await readdir(path.join(storageRoot, '.mamkit-trash')), [])
   t.equal(Number((await s.runtime.db.knex('storage_journal').count({ n: '*' }))[0].n), 0, 'no journal entry left')

@@ -63,8 +63,7 @@ onEachDatabase(t, 'two projects renamed to one name at once: one wins, the other
   assertProblem(t, loser.reply, 409, ['name'])
   t.ok(await exists(path.join(loser.p.path, loser.file)), "the loser's folder is where it was")
   t.equal((await row(s, 'projects', { id: loser.p.id })).folder, path.basename(loser.p.path))
-  const winner = ra.status === 200 ? ra : rb
-  t.ok(await exists(path.join(winner.body.project.path, ra.status === 200 ? 'a.txt' : 'b.txt')))
+  t.ok(await exists(path.join(path.dirname(a.path), 'Same', ra.status === 200 ? 'a.txt' : 'b.txt')), "the winner's folder has its file")
   t.equal(Number((await s.runtime.db.knex('storage_journal').count({ n: '*' }))[0].n), 0)
 })
 
