@@ -114,16 +114,18 @@ export class MamRuntime {
       registerPluginServices(container, loaded)
       loaded.resolveRoot = (id) => container.resolve(id)
       const runner = new JobRunner(queue, loaded.jobs, container, config, events, log, (p) => features.isActive(p))
-      for (const plugin of loaded.plugins) {
-        if (!plugin.start) continue
-        const scope = container.createScope()
-        const reachable = loaded.reachable.get(plugin.name)!
-        const resolve = (ref: ServiceRef<unknown> | string) => {
-          if (typeof ref === 'string') return scope.resolve(ref)
-          assertReachable(plugin.name, reachable, ref)
-          return scope.resolve(ref.id)
+      for (const phase of ['start', 'started'] as const) {
+        for (const plugin of loaded.plugins) {
+          if (!plugin[phase]) continue
+          const scope = container.createScope()
+          const reachable = loaded.reachable.get(plugin.name)!
+          const resolve = (ref: ServiceRef<unknown> | string) => {
+            if (typeof ref === 'string') return scope.resolve(ref)
+            assertReachable(plugin.name, reachable, ref)
+            return scope.resolve(ref.id)
+          }
+          await plugin[phase]!({ resolve: resolve as any, config, log: log.child({ plugin: plugin.name }) })
         }
-        await plugin.start({ resolve: resolve as any, config, log: log.child({ plugin: plugin.name }) })
       }
       // what a killed process was receiving when it died; newer files may be another process's uploads in progress
       await removeStaleUploads(uploadDirOf(config), Date.now() - process.uptime() * 1000)

@@ -37,6 +37,8 @@ export const TABLES_WITHOUT_ENTITY = [
   'mamkit_migrations', // the migrator's own bookkeeping (migrator.ts)
   'jobs', // the queue claims rows with hand-written SQL and locks (core/jobs/queue.ts)
   'features', // plugin switches, cached per process (core/system/features.ts)
+  'storage_journal', // intents of file operations, written and fenced with knex (core/storage/journal.ts)
+  'idempotency_keys', // stored answers, claimed with a unique insert (core/idempotency/store.ts)
 ]
 
 /**

@@ -151,6 +151,11 @@ export interface PluginDefinition<S extends TSchema = TSchema> {
   register?(api: RegisterApi<Static<S>>): void | Promise<void>
   /** runs after migrations, before the server listens (seed data, built-in rows, reconciles) */
   start?(scope: StartContext): void | Promise<void>
+  /**
+   * runs once every plugin has started, still before the server listens and jobs run: work that needs
+   * what other plugins hook on in their `start` (repairing file operations a crash cut short)
+   */
+  started?(scope: StartContext): void | Promise<void>
 }
 
 export interface StartContext {

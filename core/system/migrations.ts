@@ -103,4 +103,46 @@ export const coreMigrations: Migration[] = [
       await knex.schema.alterTable('users', (t) => t.index(['role_id']))
     },
   },
+  {
+    // answers kept for retried requests (core/idempotency): a client that lost the answer repeats
+    // the request under the same Idempotency-Key and gets the stored one instead of a second effect
+    name: '0005-idempotency-keys',
+    async up(knex) {
+      await knex.schema.createTable('idempotency_keys', (t) => {
+        t.increments('id')
+        t.integer('user_id').notNullable().references('users.id').onDelete('CASCADE')
+        t.string('key', 255).notNullable()
+        t.string('route', 300).notNullable()
+        t.string('fingerprint', 64).notNullable()
+        t.string('state', 10).notNullable()
+        t.integer('status')
+        t.text('body')
+        t.string('owner', 100).notNullable()
+        t.timestamp('lease_until', { useTz: true }).notNullable()
+        t.timestamp('expires_at', { useTz: true }).notNullable()
+        timestamps(t)
+        t.unique(['user_id', 'key', 'route'])
+        t.index(['expires_at'])
+      })
+    },
+  },
+  {
+    // intents of file operations that must end together with rows (core/storage/journal.ts): written
+    // before the file system changes, removed in the transaction that writes the rows
+    name: '0006-storage-journal',
+    async up(knex) {
+      await knex.schema.createTable('storage_journal', (t) => {
+        t.increments('id')
+        t.string('kind', 100).notNullable()
+        t.string('scope', 200)
+        t.boolean('exclusive').notNullable().defaultTo(false)
+        t.text('payload').notNullable()
+        t.string('owner', 100).notNullable()
+        t.timestamp('lease_until', { useTz: true }).notNullable()
+        timestamps(t)
+        t.index(['scope'])
+        t.index(['lease_until'])
+      })
+    },
+  },
 ]

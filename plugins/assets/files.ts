@@ -1,4 +1,4 @@
-import { copyFile, lstat, mkdir, readdir, rename, rm } from 'node:fs/promises'
+import { readdir } from 'node:fs/promises'
 import path from 'node:path'
 import { raw } from '@mikro-orm/core'
 import type { Knex } from '../../core/db/orm.js'
@@ -25,29 +25,6 @@ export function inFolder(q: Knex.QueryBuilder, folder: string, recursive: boolea
   if (!recursive) return q.where('folder', folder)
   if (!folder) return q
   return q.where((w) => w.where('folder', folder).orWhereRaw('substr(folder, 1, ?) = ?', [[...folder].length + 1, `${folder}/`]))
-}
-
-/** `clip.mov` → `clip (2).mov` … the first name not taken in `dir` */
-export async function freeName(dir: string, name: string, taken: Set<string> = new Set()): Promise<string> {
-  const ext = path.extname(name)
-  const base = name.slice(0, name.length - ext.length)
-  for (let n = 1; ; n++) {
-    const candidate = n === 1 ? name : `${base} (${n})${ext}`
-    if (taken.has(candidate)) continue
-    if (!(await lstat(path.join(dir, candidate)).then(() => true, () => false))) return candidate
-  }
-}
-
-/** rename, or copy and remove across file systems (uploads land in the data dir, storages may be elsewhere) */
-export async function moveFile(from: string, to: string): Promise<void> {
-  await mkdir(path.dirname(to), { recursive: true })
-  try {
-    await rename(from, to)
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw err
-    await copyFile(from, to)
-    await rm(from, { force: true })
-  }
 }
 
 /** every regular file below `root` as a relative `/`-path; hidden entries (trash, proxies) are skipped */

@@ -20,6 +20,9 @@ import { AssetShareSchema } from './shares.js'
 import { registerShareRoutes } from './share-routes.js'
 import type { JobService } from '../../core/jobs/service.js'
 import type { Knex } from '../../core/db/orm.js'
+import type { PathMoveHooks } from '../projects/index.js'
+import { assetPathMoves } from './path-moves.js'
+import { Ingest } from './ingest.js'
 
 export { Asset } from './entities.js'
 export { AssetService } from './service.js'
@@ -35,6 +38,7 @@ export const assetsPlugin = definePlugin({
   migrations,
   register(api) {
     api.provide('assets', asFunction((c: any) => new AssetService(c.projects, c.jobs)).singleton())
+    api.provide('ingest', asFunction((c: any) => new Ingest(c.knex, c.storageJournal, c.projects, c.assets)).singleton())
     registerAssetRoutes(api)
     api.provide('proxyStore', asFunction(({ config }: { config: MamConfig }) => new ProxyStore(config.dataDir, config.secretKey)).singleton())
     registerProjectAssetRoutes(api)
@@ -50,6 +54,10 @@ export const assetsPlugin = definePlugin({
     defineProxyJobs(api.jobs, Number(api.config.plugins.assets?.encodeConcurrency ?? 1))
   },
   async start({ resolve }) {
+    // asset rows move with their files when folders move (PUT /projects/:id/move_contents, rename_folder)
+    resolve<PathMoveHooks>('pathMoveHooks').add(assetPathMoves)
+    // uploads cut short by a crash are undone (projects runs the journal's repairs once every plugin started)
+    resolve<Ingest>('ingest').defineRepair()
     // the clean-up of expired downloads reschedules itself; start the chain once
     const pending = await resolve<Knex>('knex')('jobs').where({ type: 'assets.expire-downloads' }).whereIn('state', ['queued', 'running']).first()
     if (!pending) await resolve<JobService>('jobs').enqueue('assets.expire-downloads', {}, { runAt: new Date(Date.now() + 60_000) })

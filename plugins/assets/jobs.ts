@@ -1,3 +1,5 @@
+import { lstat } from 'node:fs/promises'
+import path from 'node:path'
 import type { JobRegistrar } from '../../core/plugin/contract.js'
 import type { MediaTools } from '../../core/media/tools.js'
 import type { JobService } from '../../core/jobs/service.js'
@@ -7,6 +9,8 @@ import { Asset } from './entities.js'
 import { analyse } from './probe.js'
 import { assetJob, type AssetService } from './service.js'
 import { walkFiles } from './files.js'
+import type { StorageJournal } from '../../core/storage/journal.js'
+import { projectScope } from '../projects/index.js'
 import { withOriginal } from './originals.js'
 import { NOT_MEDIA, noProxy } from './proxy-jobs.js'
 
@@ -54,30 +58,34 @@ export function defineAssetJobs(jobs: JobRegistrar) {
     async handler(ctx) {
       const project = await ctx.em.findOne(Project, { id: ctx.payload.projectId, deleted: false })
       if (!project) return { skipped: true }
-      const assets = ctx.resolve<AssetService>('assets')
-      const root = ctx.resolve<ProjectService>('projects').pathOf(project)
-      const seen = new Set<string>()
-      let batch: string[] = []
-      const flush = async () => {
-        if (batch.length) await assets.register(ctx.em, project, batch, { userId: ctx.payload.userId })
-        ctx.em.clear()
-        batch = []
-      }
-      for await (const relative of walkFiles(root)) {
-        if (ctx.signal.aborted) throw new Error('cancelled')
-        seen.add(relative)
-        batch.push(relative)
-        if (batch.length >= 200) await flush()
-      }
-      await flush()
-      // files that vanished stay as offline assets (their metadata and proxies are kept)
-      let offline = 0
-      for (const asset of await ctx.em.find(Asset, { project: project.id, online: true }, { fields: ['id', 'path'] })) {
-        if (seen.has(asset.path)) continue
-        await ctx.em.nativeUpdate(Asset, { id: asset.id }, { online: false })
-        offline++
-      }
-      return { files: seen.size, offline }
+      // not beside a folder move or a rename (the walk would see files in two places); uploads may run beside it
+      return ctx.resolve<StorageJournal>('storageJournal').hold(projectScope(project.id), {}, async () => {
+        const assets = ctx.resolve<AssetService>('assets')
+        const root = await ctx.resolve<ProjectService>('projects').currentRoot(project.id)
+        const seen = new Set<string>()
+        let batch: string[] = []
+        const flush = async () => {
+          if (batch.length) await assets.register(ctx.em, project, batch, { userId: ctx.payload.userId })
+          ctx.em.clear()
+          batch = []
+        }
+        for await (const relative of walkFiles(root)) {
+          if (ctx.signal.aborted) throw new Error('cancelled')
+          seen.add(relative)
+          batch.push(relative)
+          if (batch.length >= 200) await flush()
+        }
+        await flush()
+        // files that vanished stay as offline assets (their metadata and proxies are kept); a file
+        // uploaded after the walk passed its folder is not one of them
+        let offline = 0
+        for (const asset of await ctx.em.find(Asset, { project: project.id, online: true }, { fields: ['id', 'path'] })) {
+          if (seen.has(asset.path) || (await lstat(path.join(root, ...asset.path.split('/'))).then(() => true, () => false))) continue
+          await ctx.em.nativeUpdate(Asset, { id: asset.id }, { online: false })
+          offline++
+        }
+        return { files: seen.size, offline }
+      })
     },
   })
 

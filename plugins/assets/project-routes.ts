@@ -1,18 +1,20 @@
-import { stat } from 'node:fs/promises'
 import path from 'node:path'
 import { Type } from 'typebox'
 import type { RegisterApi } from '../../core/plugin/contract.js'
 import type { MamContext } from '../../core/http/context.js'
 import { IdParams } from '../../core/http/schemas.js'
 import { invalidParam } from '../../core/errors.js'
-import { resolveInside, uploadName } from '../../core/storage/paths.js'
+import { uploadName } from '../../core/storage/paths.js'
 import type { JobService } from '../../core/jobs/service.js'
 import { serializeJob } from '../../core/system/status-routes.js'
 import type { ProjectService } from '../projects/service.js'
 import { Asset } from './entities.js'
 import { AddAssetsInput, CountInput, InjectInput, ListAssetsInput } from './schemas.js'
 import { cleanRelative, type AssetService } from './service.js'
-import { folderOf, freeName, inFolder, moveFile } from './files.js'
+import { folderOf, inFolder } from './files.js'
+import { MAX_NAME_BYTES } from './upload-names.js'
+import type { Ingest } from './ingest.js'
+import { idempotent } from '../../core/idempotency/idempotent.js'
 import { ASSET_COLUMNS, serializeAsset, viewOfRow } from './asset-json.js'
 import type { Knex } from '../../core/db/orm.js'
 
@@ -62,9 +64,10 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
 
   routes.post('/projects/:id/addassets', { access: 'authenticated', params: IdParams, input: AddAssetsInput, summary: 'register files already in the project tree' }, async (ctx) => {
     const project = await projects(ctx).writable(ctx, ctx.params.id)
-    const added = await assets(ctx).register(ctx.em, project, ctx.input.paths, { userId: ctx.user!.userId })
-    ctx.status = 201
-    return { assets: added.map((a) => assets(ctx).serialize(a)) }
+    return idempotent(ctx, 201, async () => {
+      const added = await assets(ctx).register(ctx.em, project, ctx.input.paths, { userId: ctx.user!.userId })
+      return { assets: added.map((a) => assets(ctx).serialize(a)) }
+    })
   })
 
   routes.post(
@@ -73,29 +76,30 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
     async (ctx) => {
       const s = projects(ctx)
       const project = await s.writable(ctx, ctx.params.id)
-      const files = ctx.files.filter((f) => f.field === 'file' || f.field === 'file[]' || f.field.startsWith('files'))
-      if (!files.length) throw invalidParam('file', 'is required: one or more multipart file parts')
-      await s.assertSpace(ctx.em, project, files.reduce((n, f) => n + f.size, 0))
-      const root = s.pathOf(project)
-      const dir = ctx.input.path ? await resolveInside(root, ctx.input.path, 'path') : root
-      // an existing target must be a folder: moving uploads into a file would fail half-way (500)
-      const target = await stat(dir).catch(() => null)
-      if (target && !target.isDirectory()) throw invalidParam('path', 'names a file, not a folder')
-      const taken = new Set<string>()
-      const relatives: string[] = []
-      for (const f of files) {
-        // the client's file name is only a name: its last segment, cleaned, never a path
-        const name = await freeName(dir, uploadName(f.originalName), taken)
-        taken.add(name)
-        await moveFile(f.tempPath, path.join(dir, name))
-        relatives.push(path.relative(root, path.join(dir, name)).split(path.sep).join('/'))
-      }
-      const added = await assets(ctx).register(ctx.em, project, relatives, { userId: ctx.user!.userId })
-      project.size += files.reduce((n, f) => n + f.size, 0)
-      await ctx.em.flush()
-      await s.refreshTeamSpace(project.id)
-      ctx.status = 201
-      return { assets: added.map((a) => assets(ctx).serialize(a)) }
+      return idempotent(ctx, 201, async (answer) => {
+        const files = ctx.files.filter((f) => f.field === 'file' || f.field === 'file[]' || f.field.startsWith('files'))
+        if (!files.length) throw invalidParam('file', 'is required: one or more multipart file parts')
+        // every part is checked before anything is written; a part is named by its field and its file
+        // name (parts are collected as they finish, so their position is not known)
+        const uploads = files.map((f) => {
+          const name = uploadName(f.originalName)
+          if (Buffer.byteLength(name) > MAX_NAME_BYTES)
+            throw invalidParam(f.field, `"${[...name].slice(0, 40).join('')}…" has a file name of ${Buffer.byteLength(name)} bytes; at most ${MAX_NAME_BYTES} bytes`)
+          return { tempPath: f.tempPath, name }
+        })
+        const bytes = files.reduce((n, f) => n + f.size, 0)
+        await s.assertSpace(ctx.em, project, bytes)
+        let body: { assets: unknown[] } | undefined
+        await ctx.resolve<Ingest>('ingest').ingest(project, ctx.input.path, uploads, {
+          userId: ctx.user!.userId,
+          async onCommit(trx, views) {
+            body = { assets: views.map(serializeAsset) }
+            await answer.save(trx, body)
+          },
+        })
+        await s.refreshTeamSpace(project.id)
+        return body!
+      })
     },
   )
 

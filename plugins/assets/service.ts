@@ -14,8 +14,11 @@ import { serializeAsset } from './asset-json.js'
 
 const REGISTER_BATCH = 250
 
+/** what an asset job needs to know of its asset */
+export type JobAsset = { id: number; project: Pick<Project, 'id' | 'encodingPriority'> }
+
 /** a job about one asset: its project's id and encoding priority go with it (status routes, claim order) */
-export const assetJob = (type: string, asset: Pick<Asset, 'id' | 'project'>, userId?: number | null) => ({
+export const assetJob = (type: string, asset: JobAsset, userId?: number | null) => ({
   type,
   payload: { assetId: asset.id },
   options: { userId: userId ?? null, projectId: asset.project.id, assetId: asset.id, priority: asset.project.encodingPriority },
@@ -102,7 +105,7 @@ export class AssetService {
   }
 
   /** queues an analysis job per asset, in one statement */
-  analyseLater(assets: Asset[], userId?: number) {
+  analyseLater(assets: JobAsset[], userId?: number) {
     return this.jobs.enqueueMany(assets.map((a) => assetJob('assets.analyse', a, userId)))
   }
 

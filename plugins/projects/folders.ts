@@ -1,7 +1,8 @@
-import { lstat, mkdir, readdir, rename } from 'node:fs/promises'
+import { lstat, mkdir, readdir, realpath } from 'node:fs/promises'
 import path from 'node:path'
 import { isInside, resolveInside, relativeSegments } from '../../core/storage/paths.js'
 import { conflict, invalidParam, notFound } from '../../core/errors.js'
+import type { PathMove } from './path-moves.js'
 
 const exists = (p: string) => lstat(p).then(() => true, () => false)
 
@@ -16,9 +17,22 @@ export async function createFolder(root: string, relative: string): Promise<stri
   return target
 }
 
-export async function renameFolder(root: string, relative: string, newName: string): Promise<string> {
+/** a move the client asked for: `from` and `to` relative to the project folder, and whom a clash or a failure names */
+export interface PlannedMove extends PathMove {
+  /** the parameter that named the source */
+  param: string
+  /** the parameter to blame when the target is taken (`name` for a rename) */
+  targetParam: string
+}
+
+/** `abs` below the real project folder as a relative `/`-path */
+const relativeTo = (realRoot: string, abs: string) => path.relative(realRoot, abs).split(path.sep).join('/')
+
+/** renaming a folder inside the project: checked, nothing changed yet */
+export async function planRenameFolder(root: string, relative: string, newName: string): Promise<PlannedMove> {
   const source = await resolveInside(root, relative, 'path')
-  if (source === root) throw invalidParam('path', 'must name a folder inside the project')
+  const realRoot = await realpath(root)
+  if (source === realRoot) throw invalidParam('path', 'must name a folder inside the project')
   const [name, ...rest] = relativeSegments(newName, 'name')
   if (!name || rest.length) throw invalidParam('name', 'must be a single folder name, without separators')
   const info = await lstat(source).catch(() => null)
@@ -26,29 +40,41 @@ export async function renameFolder(root: string, relative: string, newName: stri
   if (!info.isDirectory()) throw invalidParam('path', 'is not a folder')
   const target = path.join(path.dirname(source), name)
   if (await exists(target)) throw conflict(`"${name}" exists already beside "${relative}"`, { errors: [{ param: 'name', message: 'exists already' }] })
-  await rename(source, target)
-  return target
+  return { from: relativeTo(realRoot, source), to: relativeTo(realRoot, target), isFolder: true, param: 'path', targetParam: 'name' }
 }
 
-/** moves files and folders into `destination` (a folder, created when missing); checks all before moving any */
-export async function moveContents(root: string, sources: string[], destination: string): Promise<string[]> {
-  const destDir = destination === '' || destination === '/' ? root : await resolveInside(root, destination, 'destination')
-  const moves: Array<[string, string]> = []
+/** moving files and folders into `destination` (a folder, created when missing): every source checked before anything moves */
+export async function planMoveContents(root: string, sources: string[], destination: string): Promise<PlannedMove[]> {
+  const realRoot = await realpath(root)
+  const destDir = destination === '' || destination === '/' ? realRoot : await resolveInside(root, destination, 'destination')
+  const destInfo = await lstat(destDir).catch(() => null)
+  if (destInfo && !destInfo.isDirectory()) throw invalidParam('destination', 'names a file, not a folder')
+  const moves: PlannedMove[] = []
+  // sources by path with their parameter, the folders above them, and the targets: a thousand sources cost a thousand lookups, not a million comparisons
+  const chosen = new Map<string, string>()
+  const above = new Map<string, string>()
+  const targets = new Set<string>()
   for (const [i, relative] of sources.entries()) {
     const param = sources.length > 1 ? `source[${i}]` : 'source'
     const source = await resolveInside(root, relative, param)
-    if (source === root) throw invalidParam(param, 'must name something inside the project')
-    if (!(await exists(source))) throw notFound('path', relative)
+    if (source === realRoot) throw invalidParam(param, 'must name something inside the project')
+    const info = await lstat(source).catch(() => null)
+    if (!info) throw notFound('path', relative)
     const target = path.join(destDir, path.basename(source))
     if (target === source) throw invalidParam(param, 'is already in the destination')
     if (isInside(source, destDir)) throw invalidParam('destination', `lies inside ${param}`)
-    if ((await exists(target)) || moves.some(([, t]) => t === target))
+    const ancestors: string[] = []
+    for (let dir = path.dirname(source); dir !== realRoot && dir !== path.dirname(dir); dir = path.dirname(dir)) ancestors.push(dir)
+    const overlapped = chosen.get(source) ?? above.get(source) ?? ancestors.map((a) => chosen.get(a)).find(Boolean)
+    if (overlapped) throw invalidParam(param, `overlaps ${overlapped}`)
+    if (targets.has(target) || (await exists(target)))
       throw conflict(`"${path.basename(source)}" exists already in the destination`, { errors: [{ param, message: 'exists already in the destination' }] })
-    moves.push([source, target])
+    chosen.set(source, param)
+    for (const a of ancestors) above.set(a, param)
+    targets.add(target)
+    moves.push({ from: relativeTo(realRoot, source), to: relativeTo(realRoot, target), isFolder: info.isDirectory(), param, targetParam: param })
   }
-  await mkdir(destDir, { recursive: true })
-  for (const [source, target] of moves) await rename(source, target)
-  return moves.map(([, t]) => t)
+  return moves
 }
 
 /** bytes of all regular files below `dir` (no symlinks followed) */

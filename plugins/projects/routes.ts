@@ -1,4 +1,3 @@
-import { rename, mkdir } from 'node:fs/promises'
 import path from 'node:path'
 import { raw } from '@mikro-orm/core'
 import type { RegisterApi } from '../../core/plugin/contract.js'
@@ -13,6 +12,7 @@ import { Project } from './entities.js'
 import { EncodingPriorityInput, ListInput, ProjectInput, RenameInput } from './schemas.js'
 import { PROJECT, TRASH_DIR, type NewProject, type ProjectService } from './service.js'
 import type { ProjectGuards } from './guards.js'
+import type { ProjectRelocation } from './relocation.js'
 
 /** `name` … at the top level or under `project[...]` */
 const fieldsOf = (input: Record<string, any>) => ({ ...input, ...(input.project ?? {}) })
@@ -32,6 +32,7 @@ const newProject = (f: Record<string, any>): NewProject => ({
 export function registerProjectRoutes({ routes }: RegisterApi) {
   const projects = (ctx: MamContext) => ctx.resolve<ProjectService>('projects')
   const guards = (ctx: MamContext) => ctx.resolve<ProjectGuards>('projectGuards')
+  const relocation = (ctx: MamContext) => ctx.resolve<ProjectRelocation>('projectRelocation')
 
   const list = async (ctx: MamContext) => {
     const { page = 1, per_page = 100, name, library, frozen, storage, archived, online } = ctx.input
@@ -92,17 +93,8 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
     const s = projects(ctx)
     const project = await s.writable(ctx, ctx.params.id)
     await guards(ctx).check(ctx.em, project, 'delete')
-    const trash = path.join(TRASH_DIR, project.uuid)
-    const root = path.dirname(s.pathOf(project))
-    await mkdir(path.join(root, TRASH_DIR), { recursive: true })
-    await rename(s.pathOf(project), path.join(root, trash)).catch((err) => {
-      if (err.code !== 'ENOENT') throw err // a folder that vanished from storage does not block deletion
-    })
-    project.trashFolder = project.folder
-    project.folder = trash
-    project.deleted = true
-    project.deletedAt = new Date()
-    await ctx.em.flush()
+    // a folder that vanished from storage does not block deletion
+    await relocation(ctx).trash(project, path.posix.join(TRASH_DIR, project.uuid))
     await s.refreshTeamSpace(project.id)
     return { project: await s.one(ctx, project) }
   })
@@ -121,12 +113,11 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
     const folder = safeName(name)
     if (folder !== project.folder) {
       const checked = await s.check(ctx.em, { name, storage: project.storage })
-      const from = s.pathOf(project)
-      project.folder = checked.folder
-      await rename(from, s.pathOf(project))
+      await relocation(ctx).rename(project, checked.folder, name)
+    } else {
+      project.name = name
+      await ctx.em.flush()
     }
-    project.name = name
-    await ctx.em.flush()
     return { project: await s.one(ctx, project) }
   })
 

@@ -1,4 +1,5 @@
-import { mkdir, rename, rm, stat } from 'node:fs/promises'
+import { randomUUID } from 'node:crypto'
+import { mkdir, realpath, stat } from 'node:fs/promises'
 import path from 'node:path'
 import type { EntityManager, Knex } from '../../core/db/orm.js'
 import type { MamContext } from '../../core/http/context.js'
@@ -16,6 +17,10 @@ import { Template } from '../templates/entities.js'
 import { Project } from './entities.js'
 import { copyTemplateTree } from './template-copy.js'
 import { treeSize } from './folders.js'
+import { CREATE_KIND, type CreateIntent } from './creation.js'
+import { isUniqueViolation } from '../../core/db/unique.js'
+import { moveExclusive } from '../../core/storage/exclusive.js'
+import type { StorageJournal } from '../../core/storage/journal.js'
 import { ProjectViews, type ProjectJson } from './views.js'
 import type { Principal } from '../../core/auth/principal.js'
 
@@ -34,6 +39,9 @@ export interface NewProject {
 }
 
 const exists = (p: string) => stat(p).then(() => true, () => false)
+const nameTaken = (name: string, storage: string) => conflict(`A project named "${name}" exists on storage "${storage}"`, { errors: [{ param: 'name', message: 'is taken on this storage' }] })
+const folderTaken = (folder: string, storage: string) =>
+  conflict(`The folder "${folder}" exists already on storage "${storage}"`, { errors: [{ param: 'name', message: 'names a folder that exists on the storage' }] })
 
 /**
  * Projects on storage: the database row and the folder tree kept in step. Every write goes through
@@ -49,10 +57,21 @@ export class ProjectService {
     private readonly accessRights: AccessRightService,
     private readonly teams: TeamService,
     private readonly knex: Knex,
+    private readonly journal: StorageJournal,
   ) {}
 
   pathOf(p: Project): string {
     return path.join(this.storages.get(p.storage).root, p.folder)
+  }
+
+  /**
+   * The project's folder as its row names it now, resolved: for work inside the project's journal
+   * scope, where a rename that ran while the request waited has moved the folder its entity names.
+   */
+  async currentRoot(projectId: number): Promise<string> {
+    const row = await this.knex('projects').where({ id: projectId, deleted: false }).first('storage', 'folder')
+    if (!row) throw notFound('project', projectId)
+    return realpath(this.pathOf(row as Project))
   }
 
   /** a project the user can read (404 otherwise, also for deleted ones) */
@@ -109,8 +128,8 @@ export class ProjectService {
     }
     if (errors.length) throw new MamError('invalid_parameters', errors.map((e) => `${e.param} ${e.message}`).join('; '), { errors })
     const folder = safeName(name!)
-    if (await em.count(Project, { storage, folder })) throw conflict(`A project named "${name}" exists on storage "${storage}"`, { errors: [{ param: 'name', message: 'is taken on this storage' }] })
-    if (await exists(path.join(root!, folder))) throw conflict(`The folder "${folder}" exists already on storage "${storage}"`, { errors: [{ param: 'name', message: 'names a folder that exists on the storage' }] })
+    if (await em.count(Project, { storage, folder })) throw nameTaken(name!, storage)
+    if (await exists(path.join(root!, folder))) throw folderTaken(folder, storage)
     return { name: name!, storage, folder, template }
   }
 
@@ -125,10 +144,11 @@ export class ProjectService {
       if (own.spaceUsed + needed > own.quota)
         throw new MamError('insufficient_storage', `Team "${own.name}" would exceed its quota of ${own.quota} bytes (${own.spaceUsed} used)`, { team_id: own.id, quota: own.quota, space_used: own.spaceUsed })
     }
-    const target = path.join(this.storages.get(storage).root, folder)
-    const staging = path.join(this.storages.get(storage).root, TRASH_DIR, `creating-${Date.now()}-${Math.random().toString(36).slice(2)}`)
-    let size = 0
-    try {
+    const root = this.storages.get(storage).root
+    const intent: CreateIntent = { storage, folder, staging: path.join(TRASH_DIR, `creating-${randomUUID()}`), uuid: randomUUID() }
+    const staging = path.join(root, intent.staging)
+    const project = await this.journal.run(CREATE_KIND, intent, {}, async (entry) => {
+      let size = 0
       if (template) {
         const type = TEMPLATE_TYPES.find((t) => t.id === template.templateType) ?? TEMPLATE_TYPES[0]
         const source = this.templates.directoryOf(template)
@@ -141,34 +161,35 @@ export class ProjectService {
           })
       }
       await mkdir(staging, { recursive: true })
-      // the tree appears complete or not at all
-      await rename(staging, target)
-    } catch (err) {
-      await rm(staging, { recursive: true, force: true })
-      throw err
-    }
-    const project = em.create(Project, {
-      name,
-      storage,
-      folder,
-      templateId: template?.id ?? null,
-      customMetadata: input.customMetadata ?? {},
-      isLibraryProject: input.isLibraryProject ?? false,
-      description: input.description ?? null,
-      alternativeName: input.alternativeName ?? null,
-      createdBy: user,
-      createdByEdit: ctx.app_client.edit ?? null,
-      size,
-      sizeCalculatedAt: new Date(),
-      quota: null,
-    })
-    try {
-      await em.flush()
+      const project = em.create(Project, {
+        uuid: intent.uuid,
+        name,
+        storage,
+        folder,
+        templateId: template?.id ?? null,
+        customMetadata: input.customMetadata ?? {},
+        isLibraryProject: input.isLibraryProject ?? false,
+        description: input.description ?? null,
+        alternativeName: input.alternativeName ?? null,
+        createdBy: user,
+        createdByEdit: ctx.app_client.edit ?? null,
+        size,
+        sizeCalculatedAt: new Date(),
+        quota: null,
+      })
+      // the row reserves the name (unique storage + folder) before the folder appears: of two requests
+      // for one name the loser stops here, and its repair removes only its own staging folder
+      await em.flush().catch((err) => {
+        throw isUniqueViolation(err) ? nameTaken(name, storage) : err
+      })
       await this.accessRights.grant(em, PROJECT.type, project.id, own.id, { read: true, write: true })
-    } catch (err) {
-      await rm(target, { recursive: true, force: true })
-      throw err
-    }
+      // the tree appears complete or not at all, and never over a folder someone made meanwhile
+      await moveExclusive(staging, path.join(root, folder), true).catch((err) => {
+        throw ['EEXIST', 'ENOTEMPTY'].includes(err.code) ? folderTaken(folder, storage) : err
+      })
+      await this.journal.end(this.knex, entry)
+      return project
+    })
     await this.refreshTeamSpace(project.id)
     return project
   }

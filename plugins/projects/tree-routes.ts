@@ -12,7 +12,9 @@ import { Template } from '../templates/entities.js'
 import { Team } from '../identity/entities.js'
 import { User } from '../../core/auth/entities.js'
 import { copyTemplateTree } from './template-copy.js'
-import { createFolder, moveContents, renameFolder, treeSize } from './folders.js'
+import { createFolder, planMoveContents, planRenameFolder, treeSize } from './folders.js'
+import { projectScope, type ProjectMoves } from './moves.js'
+import type { StorageJournal } from '../../core/storage/journal.js'
 import { CreateFolderInput, MoveContentsInput, OptionalQuotaInput, ProjectTeamParams, QuotaInput, RenameFolderInput, TemplateRefInput } from './schemas.js'
 import type { ProjectService } from './service.js'
 import { Project } from './entities.js'
@@ -65,20 +67,21 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
 
   routes.put('/projects/:id/create_folder', { access: 'authenticated', params: IdParams, input: CreateFolderInput, summary: 'create a folder in a project' }, async (ctx) => {
     const project = await projects(ctx).writable(ctx, ctx.params.id)
-    await createFolder(projects(ctx).pathOf(project), ctx.input.path)
+    // not inside a folder that is being moved, nor while the project's folder is renamed
+    await ctx.resolve<StorageJournal>('storageJournal').hold(projectScope(project.id), {}, async () => createFolder(await projects(ctx).currentRoot(project.id), ctx.input.path))
     return show(ctx, project)
   })
 
   routes.put('/projects/:id/rename_folder', { access: 'authenticated', params: IdParams, input: RenameFolderInput, summary: 'rename a folder in a project' }, async (ctx) => {
     const project = await projects(ctx).writable(ctx, ctx.params.id)
-    await renameFolder(projects(ctx).pathOf(project), ctx.input.path, ctx.input.name)
+    await ctx.resolve<ProjectMoves>('projectMoves').move(project, async (root) => [await planRenameFolder(root, ctx.input.path, ctx.input.name)])
     return show(ctx, project)
   })
 
   routes.put('/projects/:id/move_contents', { access: 'authenticated', params: IdParams, input: MoveContentsInput, summary: 'move files and folders into another folder' }, async (ctx) => {
     const project = await projects(ctx).writable(ctx, ctx.params.id)
     const sources = Array.isArray(ctx.input.source) ? ctx.input.source : [ctx.input.source]
-    await moveContents(projects(ctx).pathOf(project), sources, ctx.input.destination)
+    await ctx.resolve<ProjectMoves>('projectMoves').move(project, (root) => planMoveContents(root, sources, ctx.input.destination))
     return show(ctx, project)
   })
 

@@ -1,0 +1,49 @@
+import { lstat, rm, rmdir } from 'node:fs/promises'
+import path from 'node:path'
+import type { Knex } from '../../core/db/orm.js'
+import type { JournalEntry, StorageJournal } from '../../core/storage/journal.js'
+import type { StorageRegistry } from '../../core/storage/storages.js'
+
+export const CREATE_KIND = 'projects.create'
+
+/** a project being created: its tree is staged below the storage's trash folder, then renamed into place */
+export interface CreateIntent {
+  storage: string
+  folder: string
+  /** relative to the storage root */
+  staging: string
+  uuid: string
+}
+
+const exists = (p: string) => lstat(p).then(() => true, () => false)
+
+/**
+ * Undoes a creation that did not finish (a crash, a lost race for the name, a folder that appeared
+ * meanwhile): while the staged tree has not been renamed into place, the row (if written) and the
+ * staging folder go, and nothing else: a loser never touches the winner's folder. A creation whose
+ * tree is in place is complete.
+ */
+export function repairCreation(knex: Knex, storages: StorageRegistry, journal: StorageJournal) {
+  return async (entry: JournalEntry<CreateIntent>) => {
+    const { storage, folder, staging, uuid } = entry.payload
+    const root = storages.get(storage).root
+    const placed = !(await exists(path.join(root, staging)))
+    if (!placed) {
+      await rm(path.join(root, staging), { recursive: true, force: true })
+      // the empty folder that claimed the name just before the rename, unless it is another project's
+      // (a winner's row is written before its folder, so a folder nobody's row names is not a winner's)
+      const owner = await knex('projects').where({ storage, folder }).whereNot({ uuid }).first('id')
+      if (!owner) await rmdir(path.join(root, folder)).catch(() => {})
+    }
+    await knex.transaction(async (trx) => {
+      if (!placed) {
+        const row = await trx('projects').where({ uuid }).first('id')
+        if (row) {
+          await trx('access_rights').where({ object_type: 'project', object_id: row.id }).delete()
+          await trx('projects').where({ id: row.id }).delete()
+        }
+      }
+      await journal.end(trx, entry)
+    })
+  }
+}
