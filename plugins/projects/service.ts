@@ -8,7 +8,7 @@ import { safeName } from '../../core/storage/paths.js'
 import { iso } from '../../core/db/entity.js'
 import { MamError, conflict, notFound } from '../../core/errors.js'
 import { User } from '../../core/auth/entities.js'
-import type { AccessRightService, Right } from '../identity/access-rights.js'
+import type { AccessRightService, ProtectedType, Right } from '../identity/access-rights.js'
 import type { TeamService } from '../identity/teams-service.js'
 import type { TemplateService } from '../templates/service.js'
 import { TEMPLATE_TYPES } from '../templates/types.js'
@@ -24,7 +24,8 @@ import type { StorageJournal } from '../../core/storage/journal.js'
 import { ProjectViews, type ProjectJson } from './views.js'
 import type { Principal } from '../../core/auth/principal.js'
 
-export const PROJECT = { type: 'project', label: 'project', prefix: '/projects' } as const
+/** projects as objects teams get rights on */
+export const PROJECT = { type: 'project', label: 'project', table: 'projects', live: { deleted: false } } as const satisfies ProtectedType
 export const TRASH_DIR = '.mamkit-trash'
 
 export interface NewProject {
@@ -74,11 +75,13 @@ export class ProjectService {
     return realpath(this.pathOf(row as Project))
   }
 
-  /** a project the user can read (404 otherwise, also for deleted ones) */
-  async readable(ctx: MamContext, id: number): Promise<{ project: Project; right: Right }> {
-    const project = await ctx.em.findOne(Project, { id, deleted: false }, { populate: ['frozenBy', 'createdBy', 'lastOpenedBy'], strategy: 'joined' })
-    if (!project) throw notFound('project', id)
-    const right = await this.accessRights.assertRead(ctx, PROJECT, id)
+  /** a project the principal can read (404 otherwise, also for deleted ones) */
+  async readable(em: EntityManager, principal: Principal, id: number): Promise<{ project: Project; right: Right }> {
+    const [project, right] = await Promise.all([
+      em.findOne(Project, { id, deleted: false }, { populate: ['frozenBy', 'createdBy', 'lastOpenedBy'], strategy: 'joined' }),
+      this.accessRights.rightOf(principal, PROJECT.type, id),
+    ])
+    if (!project || right === 'none') throw notFound('project', id)
     return { project, right }
   }
 
@@ -86,16 +89,15 @@ export class ProjectService {
    * The same check as `readable`, answering the project's id and name from one plain row: for hot
    * read paths (asset listings) that need no entity (an entity load with its users costs ~3 ms).
    */
-  async readableSummary(ctx: MamContext, id: number): Promise<{ id: number; name: string; right: Right }> {
-    const row = await this.knex('projects').where({ id, deleted: false }).first('id', 'name')
-    if (!row) throw notFound('project', id)
-    const right = await this.accessRights.assertRead(ctx, PROJECT, id)
+  async readableSummary(principal: Principal, id: number): Promise<{ id: number; name: string; right: Right }> {
+    const [row, right] = await Promise.all([this.knex('projects').where({ id, deleted: false }).first('id', 'name'), this.accessRights.rightOf(principal, PROJECT.type, id)])
+    if (!row || right === 'none') throw notFound('project', id)
     return { id: Number(row.id), name: row.name, right }
   }
 
-  /** a project the user may change: write right (403 with read only), not frozen (423) */
-  async writable(ctx: MamContext, id: number): Promise<Project> {
-    const { project, right } = await this.readable(ctx, id)
+  /** a project the principal may change: write right (403 with read only), not frozen (423) */
+  async writable(em: EntityManager, principal: Principal, id: number): Promise<Project> {
+    const { project, right } = await this.readable(em, principal, id)
     if (right === 'read') throw new MamError('forbidden', 'You may read this project but not change it')
     this.assertNotFrozen(project)
     return project

@@ -25,7 +25,7 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
   const show = async (ctx: MamContext, p: Project) => ({ project: await projects(ctx).one(ctx, p) })
   /** a project the caller may write (403 with read only), frozen or not */
   const writer = async (ctx: MamContext, action: string) => {
-    const { project, right } = await projects(ctx).readable(ctx, ctx.params.id)
+    const { project, right } = await projects(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     if (right === 'read') throw forbidden(`You may read this project but not ${action} it`)
     return project
   }
@@ -40,7 +40,7 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
 
   routes.put('/projects/:id/addtemplate', { access: 'authenticated', params: IdParams, input: TemplateRefInput, summary: "merge another template's tree into a project without overwriting files" }, async (ctx) => {
     const s = projects(ctx)
-    const project = await s.writable(ctx, ctx.params.id)
+    const project = await s.writable(ctx.em, ctx.requireUser(), ctx.params.id)
     const { template_id, templatename } = ctx.input
     if (template_id === undefined && templatename === undefined) throw invalidParam('template_id', 'or templatename is required')
     const template = template_id !== undefined ? await ctx.em.findOne(Template, template_id) : await ctx.em.findOne(Template, { name: templatename })
@@ -66,20 +66,20 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
   })
 
   routes.put('/projects/:id/create_folder', { access: 'authenticated', params: IdParams, input: CreateFolderInput, summary: 'create a folder in a project' }, async (ctx) => {
-    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    const project = await projects(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     // not inside a folder that is being moved, nor while the project's folder is renamed
     await ctx.resolve<StorageJournal>('storageJournal').hold(projectScope(project.id), {}, async () => createFolder(await projects(ctx).currentRoot(project.id), ctx.input.path))
     return show(ctx, project)
   })
 
   routes.put('/projects/:id/rename_folder', { access: 'authenticated', params: IdParams, input: RenameFolderInput, summary: 'rename a folder in a project' }, async (ctx) => {
-    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    const project = await projects(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     await ctx.resolve<ProjectMoves>('projectMoves').move(project, async (root) => [await planRenameFolder(root, ctx.input.path, ctx.input.name)])
     return show(ctx, project)
   })
 
   routes.put('/projects/:id/move_contents', { access: 'authenticated', params: IdParams, input: MoveContentsInput, summary: 'move files and folders into another folder' }, async (ctx) => {
-    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    const project = await projects(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     const sources = Array.isArray(ctx.input.source) ? ctx.input.source : [ctx.input.source]
     await ctx.resolve<ProjectMoves>('projectMoves').move(project, (root) => planMoveContents(root, sources, ctx.input.destination))
     return show(ctx, project)
@@ -94,7 +94,7 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
   })
 
   routes.delete('/projects/:id/unfreeze', { access: 'authenticated', params: IdParams, summary: 'unfreeze a project (who froze it, or an administrator)' }, async (ctx) => {
-    const { project, right } = await projects(ctx).readable(ctx, ctx.params.id)
+    const { project, right } = await projects(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     if (!project.frozenAt) throw conflict(`Project "${project.name}" is not frozen`)
     if (right !== 'admin' && project.frozenBy?.id !== ctx.user!.userId) throw forbidden(`Only ${project.frozenBy?.username ?? 'an administrator'} or an administrator can unfreeze this project`)
     const changed = await ctx.em.nativeUpdate(Project, { id: project.id, frozenAt: { $ne: null }, frozenBy: project.frozenBy?.id ?? null }, { frozenAt: null, frozenBy: null })
@@ -103,14 +103,14 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
   })
 
   routes.put('/projects/:id/quota', { access: 'admin', params: IdParams, input: QuotaInput, summary: "set a project's quota in bytes (null: none)" }, async (ctx) => {
-    const { project } = await projects(ctx).readable(ctx, ctx.params.id)
+    const { project } = await projects(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     project.quota = ctx.input.quota
     await ctx.em.flush()
     return show(ctx, project)
   })
 
   const teamQuota = (reset: boolean) => async (ctx: MamContext) => {
-    const { project } = await projects(ctx).readable(ctx, ctx.params.id)
+    const { project } = await projects(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     const team = await ctx.em.findOne(Team, ctx.params.team_id)
     if (!team) throw notFound('team', ctx.params.team_id)
     if (!reset && ctx.input.quota === undefined) throw invalidParam('quota', 'is required')
