@@ -208,6 +208,39 @@ export class ProjectService {
     }
   }
 
+  /**
+   * Adds `bytes` to the project's size inside the caller's transaction, refusing (507) what would take
+   * the project or a team that can write it over its quota. `assertSpace` answers early from what was
+   * read before; this is the check that holds when uploads run side by side: the conditional update
+   * waits on the row another transaction is charging and re-evaluates against its new size.
+   */
+  async chargeSpace(trx: Knex, projectId: number, bytes: number): Promise<void> {
+    const charged = await trx('projects')
+      .where({ id: projectId })
+      .andWhere((q) => q.whereNull('quota').orWhereRaw('size + ? <= quota', [bytes]))
+      .update({ size: trx.raw('size + ?', [bytes]), updated_at: new Date() })
+    if (!charged) {
+      const row = await trx('projects').where({ id: projectId }).first('name', 'size', 'quota')
+      throw new MamError('insufficient_storage', `Project "${row?.name}" would exceed its quota of ${row?.quota} bytes (${row?.size} used)`, { quota: Number(row?.quota), size: Number(row?.size) })
+    }
+    const over = await trx('teams as t')
+      .join('access_rights as own', function () {
+        this.on('own.team_id', '=', 't.id').andOnVal('own.object_type', '=', PROJECT.type).andOnVal('own.object_id', '=', projectId).andOnVal('own.write', '=', true)
+      })
+      .join('access_rights as ar', function () {
+        this.on('ar.team_id', '=', 't.id').andOnVal('ar.object_type', '=', PROJECT.type).andOnVal('ar.write', '=', true)
+      })
+      .join('projects as p', function () {
+        this.on('p.id', '=', 'ar.object_id').andOnVal('p.deleted', '=', false)
+      })
+      .whereNotNull('t.quota')
+      .groupBy('t.id', 't.name', 't.quota')
+      .havingRaw('sum(p.size) > t.quota')
+      .first('t.id', 't.name', 't.quota', trx.raw('sum(p.size) as used'))
+    if (over)
+      throw new MamError('insufficient_storage', `Team "${over.name}" would exceed its quota of ${over.quota} bytes`, { team_id: Number(over.id), quota: Number(over.quota), space_used: Number(over.used) - bytes })
+  }
+
   /** re-adds every write team's space_used from the sizes of the projects it can write */
   async refreshTeamSpace(projectId: number): Promise<void> {
     const teamIds = (await this.knex('access_rights').where({ object_type: PROJECT.type, object_id: projectId, write: true }).select('team_id')).map((r: any) => Number(r.team_id))
