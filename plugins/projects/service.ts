@@ -241,6 +241,13 @@ export class ProjectService {
       throw new MamError('insufficient_storage', `Team "${over.name}" would exceed its quota of ${over.quota} bytes`, { team_id: Number(over.id), quota: Number(over.quota), space_used: Number(over.used) - bytes })
   }
 
+  /** adds `bytes` to the project's size in the database (an increment: concurrent writers add up) and reloads it into the entity */
+  async addSize(project: Project, bytes: number): Promise<void> {
+    await this.knex('projects').where({ id: project.id }).update({ size: this.knex.raw('size + ?', [bytes]), updated_at: new Date() })
+    const row = await this.knex('projects').where({ id: project.id }).first('size')
+    project.size = Number(row?.size ?? project.size + bytes)
+  }
+
   /** re-adds every write team's space_used from the sizes of the projects it can write */
   async refreshTeamSpace(projectId: number): Promise<void> {
     const teamIds = (await this.knex('access_rights').where({ object_type: PROJECT.type, object_id: projectId, write: true }).select('team_id')).map((r: any) => Number(r.team_id))

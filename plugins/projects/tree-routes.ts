@@ -49,7 +49,8 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
     const source = ctx.resolve<TemplateService>('templates').directoryOf(template)
     // the template's size bounds what the merge adds (507 before anything is written)
     await s.assertSpace(ctx.em, project, await treeSize(source))
-    const added = await copyTemplateTree(source, s.pathOf(project), {
+    // not beside a rename of the project or a move of its folders: the copy goes where the folder is now
+    const added = await ctx.resolve<StorageJournal>('storageJournal').hold(projectScope(project.id), {}, async () => copyTemplateTree(source, await s.currentRoot(project.id), {
       patterns: template.substitutionPatterns,
       context: { projectName: project.name, userName: user.username, date: new Date() },
       type: TEMPLATE_TYPES.find((t) => t.id === template.templateType) ?? TEMPLATE_TYPES[0],
@@ -58,9 +59,9 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
     }).catch((err) => {
       if (err.code === 'ENOENT') throw notFound('folder of template', template.id)
       throw err
-    })
-    project.size += added
-    await ctx.em.flush()
+    }))
+    // an increment, not the entity's total: uploads running beside it add to the same size
+    await s.addSize(project, added)
     await s.refreshTeamSpace(project.id)
     return show(ctx, project)
   })
