@@ -92,6 +92,8 @@ export class MamRuntime {
       // a user's job that ends publishes job.finished / job.failed in the transaction that ends it
       queue.onSettled = async (trx, job) => {
         if (job.user_id === null || !loaded.jobs.has(job.type)) return
+        // a finished asset job (one per file analysed) is no news; a failed one (a proxy that failed) is
+        if (job.state === 'finished' && job.kind === 'asset') return
         await outbox.publish(trx, job.state === 'failed' ? jobFailed : jobFinished, jobEventPayload(job), { subjectId: job.id })
       }
       const container = createContainer({ injectionMode: InjectionMode.PROXY, strict: true })

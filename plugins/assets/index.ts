@@ -1,5 +1,6 @@
 import { asFunction } from 'awilix'
 import type { MamConfig } from '../../core/config.js'
+import { assetEvents } from './events.js'
 import { definePlugin } from '../../core/plugin/contract.js'
 import { AssetSchema } from './entities.js'
 import { migrations } from './migrations.js'
@@ -36,6 +37,7 @@ export const assetsPlugin = definePlugin({
   dependsOn: ['projects'],
   entities: [AssetSchema, AssetStateSchema, AssetShareSchema],
   migrations,
+  events: assetEvents,
   register(api) {
     api.provide('assets', asFunction((c: any) => new AssetService(c.projects, c.jobs)).singleton())
     api.provide('ingest', asFunction((c: any) => new Ingest(c.knex, c.storageJournal, c.projects, c.assets)).singleton())

@@ -1,4 +1,5 @@
 import { asFunction, asValue } from 'awilix'
+import { identityEvents } from './events.js'
 import { definePlugin } from '../../core/plugin/contract.js'
 import type { Knex, EntityManager } from '../../core/db/orm.js'
 import type { MamConfig } from '../../core/config.js'
@@ -31,6 +32,7 @@ export const identityPlugin = definePlugin({
   description: 'Users, teams, access rights, login sessions, PKCE proof keys and invitations',
   entities: identityEntities,
   migrations,
+  events: identityEvents,
   register(api) {
     api.provide('teams', asFunction(({ knex }: { knex: Knex }) => new TeamService(knex)).singleton())
     api.provide('accessRights', asFunction(({ knex }: { knex: Knex }) => new AccessRightService(knex)).singleton())

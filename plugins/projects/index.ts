@@ -1,4 +1,5 @@
 import { asFunction, asValue } from 'awilix'
+import { projectEvents } from './events.js'
 import { definePlugin } from '../../core/plugin/contract.js'
 import type { EntityManager } from '../../core/db/orm.js'
 import { mountAccessRightRoutes } from '../identity/access-rights.js'
@@ -38,9 +39,10 @@ export const projectsPlugin = definePlugin({
   dependsOn: ['identity', 'templates'],
   entities: [ProjectSchema],
   migrations,
+  events: projectEvents,
   capabilities: { 'projects.create': 'Create projects' },
   register(api) {
-    api.provide('projects', asFunction((c: any) => new ProjectService(c.storages, c.templates, c.accessRights, c.teams, c.knex, c.storageJournal)).singleton())
+    api.provide('projects', asFunction((c: any) => new ProjectService(c.storages, c.templates, c.accessRights, c.teams, c.knex, c.storageJournal, c.outbox)).singleton())
     api.provide('projectGuards', asValue(new ProjectGuards()))
     api.provide('pathMoveHooks', asValue(new PathMoveHooks()))
     // the journal of file operations that must end together with rows (moves here, uploads in assets)
