@@ -13,7 +13,7 @@ export function titleOf(event: PublishedEvent, type: EventType<unknown> | undefi
       case 'project.created':
         return `Project ${name(p.name)} was created`
       case 'asset.ingested':
-        return `${p.count ?? 1} file(s) arrived in project ${name(p.project_name)}`
+        return `${name(p.name)} arrived in project ${name(p.project_name)}`
       case 'asset.proxy-ready':
         return `The proxy of ${name(p.name)} is ready`
       case 'asset.shared':

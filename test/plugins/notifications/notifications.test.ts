@@ -185,7 +185,7 @@ onEachDatabase(t, 'notification emails: at once and as digests through the maile
   t.match(raw, /text\/html/)
   t.match(parseMail(raw).headers.subject, /mailed\.mov/)
   t.match(raw.replace(/=\r?\n/g, ''), new RegExp(`/api/v1/assets/${asset.id}`), 'links to the object')
-  const row = await knex('notifications').where({ user_id: reader.id }).first()
+  const row = await waitFor('the mark', async () => knex('notifications').where({ user_id: reader.id }).whereNotNull('emailed_at').first())
   t.ok(row.emailed_at, 'marked as emailed')
   t.equal(row.email_due_at, null)
 
