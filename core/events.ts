@@ -36,16 +36,35 @@ export interface EventType<P> {
   readonly description: string
   /** the kind of object it concerns (`project`, `asset`, `gallery` …): access rights decide who hears it */
   readonly subject: string
+  /**
+   * whom the event concerns besides its subject's readers: consumers (notifications) tell these people,
+   * and only those of them who may read the subject. Absent: nobody in particular (webhooks still get it).
+   */
+  readonly audience?: (payload: P) => EventAudience
   /** never set: carries the payload's type */
   readonly __payload?: P
 }
 
+/** the people an event concerns; notifications keep only those who may read the event's subject */
+export interface EventAudience {
+  users?: Array<number | null | undefined>
+  /** every member of these teams */
+  teams?: Array<number | null | undefined>
+  /** everybody who may read the subject */
+  readers?: boolean
+  /** the administrators */
+  admins?: boolean
+}
+
 const EVENT_NAME = /^([a-z][a-z0-9-]*)\.([a-z][a-z0-9-]*)$/
 
-export function defineEvent<S extends TSchema>(name: string, options: { payload: S; description: string; subject: string; plugin?: string }): EventType<Static<S>> {
+export function defineEvent<S extends TSchema>(
+  name: string,
+  options: { payload: S; description: string; subject: string; plugin?: string; audience?: (payload: Static<S>) => EventAudience },
+): EventType<Static<S>> {
   const m = EVENT_NAME.exec(name)
   if (!m) throw new Error(`event "${name}": names are <plugin>.<what-happened> in kebab-case, e.g. "review.status-changed"`)
-  return Object.freeze({ name, plugin: options.plugin ?? m[1], payload: options.payload, description: options.description, subject: options.subject })
+  return Object.freeze({ name, plugin: options.plugin ?? m[1], payload: options.payload, description: options.description, subject: options.subject, audience: options.audience })
 }
 
 /** One published event as consumers see it. */
@@ -95,11 +114,27 @@ export class EventBus {
     return [...this.declared.values()].map((d) => d.event).sort((a, b) => a.name.localeCompare(b.name))
   }
 
+  /** a declared event by name (what the outbox stored) */
+  declaredEvent(name: string): EventType<unknown> | undefined {
+    return this.declared.get(name)?.event
+  }
+
   /**
-   * Publishes a catalogue event to this process's subscribers. An event nobody declared, or a payload
-   * that does not match its schema, is a programming error: it throws, so tests catch it.
+   * Publishes a catalogue event to this process's subscribers only: nothing is stored, a crash loses
+   * it. Events that notifications and webhooks must see go through the outbox
+   * (`coreServices.outbox`), written in the transaction of the change.
    */
   publish<P>(event: EventType<P>, payload: P, options: PublishOptions): PublishedEvent<P> {
+    const published = this.prepare(event, payload, options)
+    this.deliverLocally(published)
+    return published
+  }
+
+  /**
+   * Checks and stamps an event (id, time, subject). An event nobody declared, or a payload that does
+   * not match its schema, is a programming error: it throws, so tests catch it.
+   */
+  prepare<P>(event: EventType<P>, payload: P, options: PublishOptions): PublishedEvent<P> {
     const entry = this.declared.get(event.name)
     if (!entry || entry.event !== (event as EventType<unknown>)) throw new Error(`event "${event.name}" is not declared by a loaded plugin (add it to the plugin's \`events\`)`)
     const errors = check(entry.compiled, payload, true)
@@ -112,9 +147,13 @@ export class EventBus {
       actor_id: options.actorId ?? null,
       payload,
     }
-    this.emitter.emit(`catalogue:${event.name}`, published)
-    this.emitter.emit('catalogue:*', published)
     return published
+  }
+
+  /** hands a published event to this process's subscribers */
+  deliverLocally(published: PublishedEvent<unknown>): void {
+    this.emitter.emit(`catalogue:${published.name}`, published)
+    this.emitter.emit('catalogue:*', published)
   }
 
   /** hears one declared event (or every one with `'*'`) in this process; listeners must not throw */

@@ -21,6 +21,8 @@ import { corePlugin } from './system/plugin.js'
 import { JobQueue, NOTIFY_CHANNEL } from './jobs/queue.js'
 import { JobRunner } from './jobs/runner.js'
 import { JobService } from './jobs/service.js'
+import { Outbox } from './outbox.js'
+import { jobEventPayload, jobFailed, jobFinished } from './system/events.js'
 import { buildHttpApp } from './http/app.js'
 import { removeStaleUploads, uploadDirOf } from './http/uploads.js'
 
@@ -105,6 +107,14 @@ export class MamRuntime {
       await features.sync()
       const queue = new JobQueue(db.knex, db.dialect, events, { maxAttempts: config.jobs.maxAttempts })
       const jobs = new JobService(queue, loaded.jobs)
+      const outbox = new Outbox(db.knex, db.dialect, events, jobs, (p) => features.isActive(p), log.child({ part: 'outbox' }), { leaseMs: config.jobs.leaseMs })
+      // a user's job that ends publishes job.finished / job.failed in the transaction that ends it
+      queue.onSettled = async (trx, job) => {
+        if (job.user_id === null || !loaded.jobs.has(job.type)) return
+        // a finished asset job (one per file analysed) is no news; a failed one (a proxy that failed) is
+        if (job.state === 'finished' && job.kind === 'asset') return
+        await outbox.publish(trx, job.state === 'failed' ? jobFailed : jobFinished, jobEventPayload(job), { subjectId: job.id })
+      }
       const container = createContainer({ injectionMode: InjectionMode.PROXY, strict: true })
       const core: Record<keyof typeof coreServices, unknown> = {
         config,
@@ -114,6 +124,7 @@ export class MamRuntime {
         knex: db.knex,
         em: undefined, // scoped: below
         jobs,
+        outbox,
         features,
         auth: new AuthService(db.knex, config, events, db.dialect),
         loginThrottle: new LoginThrottle(),
@@ -150,6 +161,7 @@ export class MamRuntime {
       await removeStaleUploads(uploadDirOf(config), Date.now() - process.uptime() * 1000)
       const app = buildHttpApp({ routes: loaded.routes, container, auth: container.resolve('auth'), features, config, log, credentials: loaded.credentials })
       const runtime = new MamRuntime(config, log, events, loaded, db, container, features, jobs, runner, app)
+      await outbox.resume() // events a stopped process had not handed out yet
       if (options.runJobs !== false) await runtime.startJobs()
       else if (db.dialect === 'postgresql') await runtime.listen() // credential revocations from other processes
       return runtime
@@ -234,7 +246,8 @@ function registerPluginServices(container: AwilixContainer, loaded: LoadedPlugin
       return service.factory!(resolve)
     }
     const resolver = asFunction(make)
-    container.register(id, service.lifetime === 'request' ? resolver.scoped() : resolver.singleton())
+    const dispose = service.dispose
+    container.register(id, service.lifetime === 'request' ? resolver.scoped() : dispose ? resolver.singleton().disposer((s) => dispose(s)) : resolver.singleton())
   }
   for (const [id, service] of loaded.services) {
     if (service.resolver || service.lifetime === 'request') continue

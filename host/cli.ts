@@ -42,7 +42,7 @@ async function loadServerModules() {
   ;({ createApiKey, createUser, checkPassword } = accounts)
 }
 
-const COMMANDS = new Set(['serve', 'migrate', 'users create', 'api-keys create', 'routes'])
+const COMMANDS = new Set(['serve', 'migrate', 'users create', 'api-keys create', 'routes', 'events'])
 const REQUIRED: Record<string, Array<'username' | 'password' | 'user' | 'name'>> = {
   'users create': ['username', 'password'],
   'api-keys create': ['user', 'name'],
@@ -55,6 +55,7 @@ const USAGE = `mamkit <command> [options]
   users create --username U --password P [--admin]
   api-keys create --user U --name N         prints the key's secret once
   routes                                    every route: METHOD path plugin access
+  events                                    the event catalogue: name plugin subject description
 
 every command: [--data-dir DIR] [--database-url URL] [--plugin MODULE ...]
   (env MAMKIT_DATA_DIR, MAMKIT_DATABASE_URL, MAMKIT_PLUGINS=comma,separated)`
@@ -240,6 +241,13 @@ async function main() {
     case 'routes': {
       const { loaded } = await describePlugins({ config, plugins: [...builtinPlugins, ...(await extraPlugins())] })
       for (const r of loaded.routes) console.log(`${r.method.padEnd(6)} ${API_PREFIX}${r.path} ${r.plugin} ${r.access}`)
+      return
+    }
+    case 'events': {
+      const { loaded } = await describePlugins({ config, plugins: [...builtinPlugins, ...(await extraPlugins())] })
+      const events = loaded.plugins.flatMap((p) => p.events ?? []).sort((a, b) => a.name.localeCompare(b.name))
+      const width = Math.max(...events.map((e) => e.name.length))
+      for (const e of events) console.log(`${e.name.padEnd(width)}  ${e.plugin.padEnd(13)} ${e.subject.padEnd(8)} ${e.description}`)
       return
     }
     default:

@@ -39,6 +39,7 @@ export const TABLES_WITHOUT_ENTITY = [
   'features', // plugin switches, cached per process (core/system/features.ts)
   'storage_journal', // intents of file operations, written and fenced with knex (core/storage/journal.ts)
   'idempotency_keys', // stored answers, claimed with a unique insert (core/idempotency/store.ts)
+  'event_outbox', // catalogue events written in the change's transaction, claimed by the fan-out (core/outbox.ts)
 ]
 
 /**

@@ -13,6 +13,12 @@ export const NOTIFY_CHANNEL = 'mamkit_jobs'
  * `UPDATE … RETURNING` is atomic across processes by itself.
  */
 export class JobQueue {
+  /**
+   * runs in the transaction that ends a job as finished or failed (the runtime writes the
+   * `job.finished` / `job.failed` events to the outbox here, so they commit with the state)
+   */
+  onSettled?: (trx: Knex, job: JobRow) => Promise<void>
+
   constructor(
     private readonly knex: Knex,
     private readonly dialect: Dialect,
@@ -58,6 +64,35 @@ export class JobQueue {
     for (const type of types) this.events.emit('jobs.enqueued', { type })
     if (this.dialect === 'postgresql') await this.knex.raw(`select pg_notify(?, ?)`, [NOTIFY_CHANNEL, types.join(',')])
     return out
+  }
+
+  /**
+   * Makes sure a job of `type` is queued to run by `runAt` (default now), written with `db` (a
+   * transaction: it commits with the rows the job will process). For "drain" jobs that process
+   * whatever is pending in a table (the outbox, webhook deliveries): one queued job serves every
+   * writer. On PostgreSQL the queued job found is share-locked until `db` commits, so a claim cannot
+   * take it before it sees this transaction's rows; on SQLite the writer already holds the lock.
+   */
+  async ensureQueued(db: Knex, type: string, kind: JobKind, payload: unknown, options: EnqueueOptions = {}): Promise<void> {
+    const runAt = options.runAt ?? new Date()
+    const lock = this.dialect === 'postgresql' ? ' for share' : ''
+    const result = await db.raw(`select id from ${JOBS_TABLE} where type = ? and state = 'queued' and run_at <= ? limit 1${lock}`, [type, runAt])
+    const found: unknown[] = this.dialect === 'postgresql' ? result.rows : result
+    if (found.length) return
+    const now = new Date()
+    await db(JOBS_TABLE).insert({
+      type, kind, state: 'queued', payload: JSON.stringify(payload ?? null), progress: 0, attempts: 0,
+      max_attempts: options.maxAttempts ?? this.defaults.maxAttempts, priority: options.priority ?? 0, run_at: runAt,
+      cancel_requested: false, user_id: options.userId ?? null, project_id: null, edit_id: null, asset_id: null,
+      success: 0, failure: 0, created_at: now, updated_at: now,
+    })
+    // PostgreSQL delivers a NOTIFY at commit; this process hears it too. SQLite: wake once committed.
+    if (this.dialect === 'postgresql') await db.raw(`select pg_notify(?, ?)`, [NOTIFY_CHANNEL, type])
+    else {
+      const committed = (db as Knex & { executionPromise?: Promise<unknown> }).executionPromise
+      if (committed) committed.then(() => this.events.emit('jobs.enqueued', { type }), () => {})
+      else this.events.emit('jobs.enqueued', { type })
+    }
   }
 
   /** queued jobs of these projects take a new priority (encoding_priority changed); running ones keep theirs */
@@ -128,7 +163,8 @@ export class JobQueue {
   ): Promise<boolean> {
     const now = new Date()
     const final = change.state !== 'queued'
-    const count = await this.knex(JOBS_TABLE)
+    const hook = this.onSettled
+    const update = (db: Knex) => db(JOBS_TABLE)
       .where({ id, locked_by: workerId, state: 'running' })
       .update({
         state: change.state,
@@ -142,6 +178,14 @@ export class JobQueue {
         finished_at: final ? now : null,
         updated_at: now,
       })
+    let count: number
+    if (hook && (change.state === 'finished' || change.state === 'failed'))
+      count = await this.knex.transaction(async (trx) => {
+        const n = await update(trx)
+        if (n > 0) await hook(trx, normalise(await trx(JOBS_TABLE).where({ id }).first()))
+        return n
+      })
+    else count = await update(this.knex)
     if (count > 0) this.events.emit('jobs.settled', { id, state: change.state })
     return count > 0
   }

@@ -1,3 +1,4 @@
+import type { Knex } from '@mikro-orm/knex'
 import { MamError } from '../errors.js'
 import type { RegisteredJob } from '../plugin/loader.js'
 import type { JobQueue } from './queue.js'
@@ -17,6 +18,15 @@ export class JobService {
   /** many jobs in few statements (a batch of registered files, a project's assets) */
   enqueueMany(jobs: Array<{ type: string; payload: unknown; options?: EnqueueOptions }>): Promise<JobRow[]> {
     return this.queue.enqueueMany(jobs.map((j) => ({ type: j.type, kind: this.kindOf(j.type), payload: j.payload, options: this.withLimit(j.type, j.options) })))
+  }
+
+  /**
+   * A job that drains a table (sends what is due) is queued to run by `options.runAt`, written with
+   * `db` so it commits with the rows it will process; an already queued one that runs by then serves.
+   * See `JobQueue.ensureQueued`.
+   */
+  ensureQueued<P>(db: Knex, type: string, payload: P, options?: EnqueueOptions): Promise<void> {
+    return this.queue.ensureQueued(db, type, this.kindOf(type), payload, this.withLimit(type, options))
   }
 
   private definition(type: string) {

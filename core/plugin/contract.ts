@@ -89,9 +89,11 @@ export interface CredentialRegistrar {
   add(resolver: CredentialResolver): void
 }
 
-export interface ProvideOptions {
+export interface ProvideOptions<T = unknown> {
   /** `singleton` (default): one per process; `request`: one per request or job (gets the scoped EntityManager) */
   lifetime?: 'singleton' | 'request'
+  /** runs when the runtime closes (timers, connections): singletons only */
+  dispose?(service: T): void | Promise<void>
 }
 
 export interface RegisterApi<Settings = any> {
@@ -102,7 +104,7 @@ export interface RegisterApi<Settings = any> {
    * Offers a service under one of this plugin's refs (`<plugin>.<name>`). `factory` gets a resolver
    * that reaches the core's services and those of the plugins this one depends on.
    */
-  provide<T>(ref: ServiceRef<T>, factory: (resolve: ServiceResolver) => T, options?: ProvideOptions): void
+  provide<T>(ref: ServiceRef<T>, factory: (resolve: ServiceResolver) => T, options?: ProvideOptions<T>): void
   /** @deprecated legacy string keys; provide through a ServiceRef */
   provide(name: string, resolver: Resolver<unknown>): void
   /**

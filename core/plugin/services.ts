@@ -4,6 +4,7 @@ import type { MamConfig } from '../config.js'
 import type { EventBus } from '../events.js'
 import type { Database, EntityManager, Knex } from '../db/orm.js'
 import type { JobService } from '../jobs/service.js'
+import type { Outbox } from '../outbox.js'
 import type { FeatureService } from '../system/features.js'
 import type { AuthService } from '../auth/service.js'
 import type { LoginThrottle } from '../auth/throttle.js'
@@ -48,6 +49,8 @@ export const coreServices = {
   /** request- or job-scoped EntityManager (a fork); root resolution gives a fresh fork */
   em: createServiceRef<EntityManager>('core.em'),
   jobs: createServiceRef<JobService>('core.jobs'),
+  /** catalogue events written in the change's transaction and fanned out to consumers (core/outbox.ts) */
+  outbox: createServiceRef<Outbox>('core.outbox'),
   features: createServiceRef<FeatureService>('core.features'),
   auth: createServiceRef<AuthService>('core.auth'),
   loginThrottle: createServiceRef<LoginThrottle>('core.loginThrottle'),

@@ -145,4 +145,27 @@ export const coreMigrations: Migration[] = [
       })
     },
   },
+  {
+    // the transactional outbox (core/outbox.ts): catalogue events written with the change that caused
+    // them, handed to notifications and webhooks by the fan-out job
+    name: '0007-event-outbox',
+    async up(knex) {
+      await knex.schema.createTable('event_outbox', (t) => {
+        t.increments('id')
+        t.string('event_id', 36).notNullable().unique()
+        t.string('name', 100).notNullable()
+        t.string('subject_type', 50).notNullable()
+        t.integer('subject_id').notNullable()
+        t.integer('actor_id')
+        t.text('payload').notNullable()
+        t.timestamp('created_at', { useTz: true }).notNullable()
+        t.timestamp('dispatched_at', { useTz: true })
+        t.integer('attempts').notNullable().defaultTo(0)
+        t.string('locked_by', 100)
+        t.timestamp('lease_until', { useTz: true })
+        t.text('error')
+        t.index(['dispatched_at', 'id'])
+      })
+    },
+  },
 ]

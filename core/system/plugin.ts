@@ -4,6 +4,9 @@ import { createUser, ensureBuiltinRoles } from '../auth/accounts.js'
 import { SERVER_VERSION } from '../version.js'
 import type { EntityManager } from '../db/orm.js'
 import { coreMigrations } from './migrations.js'
+import { coreEvents } from './events.js'
+import { FANOUT_JOB } from '../outbox.js'
+import { coreServices } from '../plugin/services.js'
 import { registerSessionRoutes } from './session-routes.js'
 import { registerApiKeyRoutes } from './api-key-routes.js'
 import { registerFeatureRoutes } from './feature-routes.js'
@@ -22,7 +25,24 @@ export const corePlugin = definePlugin({
   entities: [RoleSchema, UserSchema, ApiKeySchema, AuthTokenSchema],
   migrations: coreMigrations,
   capabilities: { admin: 'Administrative privileges: everything' },
+  events: coreEvents,
   register(api) {
+    const outbox = api.use(coreServices.outbox)
+    api.jobs.define(FANOUT_JOB, {
+      maxAttempts: 1000, // the outbox gives up a poisoned batch itself; the job must outlive SMTP or a consumer's outage
+      concurrency: 1,
+      async handler(ctx) {
+        let handed = 0
+        for (;;) {
+          if (ctx.signal.aborted) break
+          const n = await outbox().fanOut()
+          handed += n
+          if (n === 0) break
+        }
+        await outbox().prune()
+        return { events: handed }
+      },
+    })
     registerSessionRoutes(api)
     registerApiKeyRoutes(api)
     registerFeatureRoutes(api, () => Object.fromEntries(toolVersions))

@@ -1,3 +1,4 @@
+import { assetEvents } from './events.js'
 import { definePlugin } from '../../core/plugin/contract.js'
 import { aliasOf, coreServices } from '../../core/plugin/services.js'
 import { projectServices } from '../projects/refs.js'
@@ -37,6 +38,7 @@ export const assetsPlugin = definePlugin({
   dependsOn: ['projects'],
   entities: [AssetSchema, AssetStateSchema, AssetShareSchema],
   migrations,
+  events: assetEvents,
   register(api) {
     const { service, ingest, proxyStore } = assetServices
     api.provide(service, (r) => new AssetService(r(projectServices.service), r(coreServices.jobs)))

@@ -1,4 +1,6 @@
 import path from 'node:path'
+import type { Outbox } from '../../core/outbox.js'
+import { assetIngested } from './events.js'
 import { Type } from 'typebox'
 import type { RegisterApi } from '../../core/plugin/contract.js'
 import type { MamContext } from '../../core/http/context.js'
@@ -95,6 +97,7 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
           async onCommit(trx, views) {
             body = { assets: views.map(serializeAsset) }
             await answer.save(trx, body)
+            await ctx.resolve<Outbox>('outbox').publishMany(trx, views.map((v) => ({ event: assetIngested, payload: { asset_id: v.id, name: v.name, folder: v.folder ?? '', size: Number(v.size ?? 0), project_id: project.id, project_name: project.name }, options: { subjectId: v.id, actorId: ctx.user!.userId } })))
           },
         })
         await s.refreshTeamSpace(project.id)

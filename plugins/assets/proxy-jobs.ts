@@ -1,4 +1,6 @@
 import { mkdir, rm } from 'node:fs/promises'
+import type { Outbox } from '../../core/outbox.js'
+import { assetProxyReady } from './events.js'
 import path from 'node:path'
 import type { JobRegistrar } from '../../core/plugin/contract.js'
 import type { MamConfig } from '../../core/config.js'
@@ -73,6 +75,8 @@ export function defineProxyJobs(jobs: JobRegistrar, encodeConcurrency: number) {
       } finally {
         await ctx.em.flush()
       }
+      // before the job settles: a crash repeats the job, and with it the event (at least once)
+      await ctx.resolve<Outbox>('outbox').publish(ctx.resolve('knex'), assetProxyReady, { asset_id: asset.id, name: asset.name, project_id: asset.project.id, proxies: Object.keys(asset.proxies) }, { subjectId: asset.id })
       return { proxies: Object.keys(asset.proxies) }
     },
   })

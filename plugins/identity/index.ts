@@ -1,3 +1,4 @@
+import { identityEvents } from './events.js'
 import { definePlugin } from '../../core/plugin/contract.js'
 import { aliasOf, coreServices } from '../../core/plugin/services.js'
 import { identityServices } from './refs.js'
@@ -31,6 +32,7 @@ export const identityPlugin = definePlugin({
   description: 'Users, teams, access rights, login sessions, PKCE proof keys and invitations',
   entities: identityEntities,
   migrations,
+  events: identityEvents,
   register(api) {
     api.provide(identityServices.teams, (resolve) => new TeamService(resolve(coreServices.knex)))
     api.provide(identityServices.accessRights, (resolve) => new AccessRightService(resolve(coreServices.knex)))

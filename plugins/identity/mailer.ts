@@ -41,7 +41,7 @@ export class Mailer {
       throw new MamError('service_unavailable', 'No SMTP server is configured (set MAMKIT_SMTP_HOST or plugins.identity.mail.host)')
   }
 
-  async send(message: { to: string; subject: string; text: string }): Promise<void> {
+  async send(message: { to: string; subject: string; text: string; html?: string }): Promise<void> {
     this.assertConfigured()
     this.transport ??= nodemailer.createTransport({
       host: this.settings.host,

@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto'
+import type { Outbox } from '../../core/outbox.js'
+import { userInvited } from './events.js'
 import { Type } from 'typebox'
 import type { RegisterApi } from '../../core/plugin/contract.js'
 import type { MamContext } from '../../core/http/context.js'
@@ -99,6 +101,7 @@ export function registerUserRoutes({ routes, events }: RegisterApi) {
       const u = await createUser(em, { ...accountOf(fields), password: null })
       em.create(Invitation, { user: u, tokenHash: sha256(token), expiresAt: new Date(Date.now() + INVITATION_DAYS * 86_400_000) })
       await em.flush()
+      await ctx.resolve<Outbox>('outbox').publish(em, userInvited, { user_id: u.id, username: u.username }, { subjectId: u.id, actorId: ctx.user!.userId })
       return u
     })
     await ctx.resolve<TeamService>('teams').ensureOwnTeam(ctx.em, user)

@@ -1,3 +1,4 @@
+import { projectEvents } from './events.js'
 import { definePlugin } from '../../core/plugin/contract.js'
 import { aliasOf, coreServices } from '../../core/plugin/services.js'
 import { identityServices } from '../identity/refs.js'
@@ -36,15 +37,18 @@ export const projectsPlugin = definePlugin({
   dependsOn: ['identity', 'templates'],
   entities: [ProjectSchema],
   migrations,
+  events: projectEvents,
   capabilities: { 'projects.create': 'Create projects' },
   register(api) {
     const { service, guards, pathMoveHooks, storageJournal, moves, relocation } = projectServices
     api.provide(service, (r) =>
-      new ProjectService(r(coreServices.storages), r(templateServices.service), r(identityServices.accessRights), r(identityServices.teams), r(coreServices.knex), r(storageJournal)),
+      new ProjectService(r(coreServices.storages), r(templateServices.service), r(identityServices.accessRights), r(identityServices.teams), r(coreServices.knex), r(storageJournal), r(coreServices.outbox)),
     )
     api.provide(guards, () => new ProjectGuards())
     api.provide(pathMoveHooks, () => new PathMoveHooks())
-    api.provide(storageJournal, (r) => new StorageJournal(r(coreServices.knex), r(coreServices.db).dialect, r(coreServices.config).jobs.leaseMs, r(coreServices.log)))
+    api.provide(storageJournal, (r) => new StorageJournal(r(coreServices.knex), r(coreServices.db).dialect, r(coreServices.config).jobs.leaseMs, r(coreServices.log)), {
+      dispose: (journal) => journal.close(),
+    })
     api.provide(moves, (r) => new ProjectMoves(r(coreServices.knex), r(storageJournal), r(pathMoveHooks), r(service)))
     api.provide(relocation, (r) => new ProjectRelocation(r(coreServices.knex), r(storageJournal), r(coreServices.storages)))
     // legacy string keys, until every plugin resolves by ref

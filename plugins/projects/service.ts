@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto'
+import type { Outbox } from '../../core/outbox.js'
+import { projectCreated } from './events.js'
 import { mkdir, realpath, stat } from 'node:fs/promises'
 import path from 'node:path'
 import type { EntityManager, Knex } from '../../core/db/orm.js'
@@ -59,6 +61,7 @@ export class ProjectService {
     private readonly teams: TeamService,
     private readonly knex: Knex,
     private readonly journal: StorageJournal,
+    private readonly outbox?: Outbox,
   ) {}
 
   pathOf(p: Project): string {
@@ -189,7 +192,11 @@ export class ProjectService {
       await moveExclusive(staging, path.join(root, folder), true).catch((err) => {
         throw ['EEXIST', 'ENOTEMPTY'].includes(err.code) ? folderTaken(folder, storage) : err
       })
-      await this.journal.end(this.knex, entry)
+      // the creation commits with project.created (notifications, webhooks)
+      await this.knex.transaction(async (trx) => {
+        await this.journal.end(trx, entry)
+        await this.outbox?.publish(trx, projectCreated, { project_id: project.id, name, storage, created_by_id: user.id, team_id: own.id }, { subjectId: project.id, actorId: user.id })
+      })
       return project
     })
     await this.refreshTeamSpace(project.id)

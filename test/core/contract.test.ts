@@ -141,7 +141,7 @@ t.test('catalogue events: declared by their plugin, payloads checked when publis
     await runtime.close()
     await rm(dataDir, { recursive: true, force: true })
   })
-  t.same(runtime.events.catalogue().map((e) => e.name), ['media.ingested'])
+  t.same(runtime.events.catalogue().map((e) => e.name), ['job.failed', 'job.finished', 'media.ingested'], "the core's events and the plugin's")
   const heard: unknown[] = []
   runtime.events.subscribe(ingested, (e) => heard.push(e))
   const published = runtime.events.publish(ingested, { name: 'clip.mov' }, { subjectId: 7, actorId: 1 })

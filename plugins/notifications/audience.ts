@@ -1,0 +1,84 @@
+import type { Knex } from '../../core/db/orm.js'
+import { column } from '../../core/db/rows.js'
+import type { EventAudience, PublishedEvent } from '../../core/events.js'
+
+/**
+ * Who may read an event's subject: the rule that keeps a notification from telling anybody about an
+ * object they cannot see. Projects (and the assets in them) through team access rights, jobs by the
+ * user who started them, users and teams by themselves; administrators read everything. A subject
+ * type without a rule here is told to administrators only.
+ */
+export class Audience {
+  private admins?: { at: number; ids: Set<number> }
+
+  constructor(private readonly knex: Knex) {}
+
+  async adminIds(): Promise<Set<number>> {
+    if (this.admins && Date.now() - this.admins.at < 5000) return this.admins.ids
+    const roles = await this.knex('roles').select('id', 'role_matrix')
+    const adminRoles = roles.filter((r: any) => column.json<Record<string, boolean>>(r.role_matrix, {}).admin === true).map((r: any) => Number(r.id))
+    const users = adminRoles.length ? await this.knex('users').whereIn('role_id', adminRoles).pluck('id') : []
+    this.admins = { at: Date.now(), ids: new Set(users.map(Number)) }
+    return this.admins.ids
+  }
+
+  private async teamMembers(teamIds: number[]): Promise<number[]> {
+    if (!teamIds.length) return []
+    return (await this.knex('team_memberships').whereIn('team_id', teamIds).pluck('user_id')).map(Number)
+  }
+
+  private async projectReaders(projectId: number): Promise<number[]> {
+    const rows = await this.knex('access_rights as ar')
+      .join('team_memberships as tm', 'tm.team_id', 'ar.team_id')
+      .where({ 'ar.object_type': 'project', 'ar.object_id': projectId, 'ar.read': true })
+      .distinct('tm.user_id')
+    return rows.map((r: any) => Number(r.user_id))
+  }
+
+  /** who may read the subject through a right of their own (administrators read everything besides) */
+  async readers(subject: { type: string; id: number }): Promise<Set<number>> {
+    const out = new Set<number>()
+    const add = (ids: Array<number | null | undefined>) => ids.forEach((id) => id !== null && id !== undefined && out.add(Number(id)))
+    switch (subject.type) {
+      case 'project':
+        add(await this.projectReaders(subject.id))
+        break
+      case 'asset': {
+        const asset = await this.knex('assets').where({ id: subject.id }).first('project_id')
+        if (asset) add(await this.projectReaders(Number(asset.project_id)))
+        break
+      }
+      case 'job': {
+        const job = await this.knex('jobs').where({ id: subject.id }).first('user_id')
+        if (job) add([job.user_id])
+        break
+      }
+      case 'user':
+        add([subject.id])
+        break
+      case 'team':
+        add(await this.teamMembers([subject.id]))
+        break
+    }
+    return out
+  }
+
+  /**
+   * The users to tell about an event: whom it concerns (its audience), less the user who caused it,
+   * less anybody who may not read its subject.
+   */
+  async recipients(event: PublishedEvent, audience: EventAudience, readersCache: Map<string, Promise<Set<number>>>): Promise<number[]> {
+    const key = `${event.subject.type}:${event.subject.id}`
+    let readers = readersCache.get(key)
+    if (!readers) readersCache.set(key, (readers = this.readers(event.subject)))
+    const explicit = await readers
+    const admins = await this.adminIds()
+    const wanted = new Set<number>()
+    for (const id of audience.users ?? []) if (id !== null && id !== undefined) wanted.add(Number(id))
+    for (const id of await this.teamMembers((audience.teams ?? []).filter((t): t is number => t !== null && t !== undefined))) wanted.add(id)
+    if (audience.admins) for (const id of await this.adminIds()) wanted.add(id)
+    if (audience.readers) for (const id of explicit) wanted.add(id)
+    if (event.actor_id !== null) wanted.delete(event.actor_id)
+    return [...wanted].filter((id) => explicit.has(id) || admins.has(id)).sort((a, b) => a - b)
+  }
+}
