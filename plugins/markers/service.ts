@@ -355,7 +355,7 @@ export class MarkerService {
     })
   }
 
-  serialize(row: MarkerRow, timeline: Timeline, replies?: MarkerRow[]) {
+  serialize(row: MarkerRow, timeline: Timeline, replies?: MarkerRow[]): Record<string, unknown> {
     const base = { ...timeline.base, rate: { num: row.rate_num, den: row.rate_den } }
     return {
       id: row.id,
