@@ -378,7 +378,8 @@ function readFcpxml(text: string, base: TimecodeBase): ReadMarker[] {
     }
   }
   visit(doc.fcpxml, 'fcpxml')
-  return out
+  // markers and chapter markers are separate lists in the parsed tree: back to timeline order
+  return out.map((m, i) => [m, i] as const).sort((a, b) => a[0].in - b[0].in || a[1] - b[1]).map(([m]) => m)
 }
 
 export type { MarkerColor }
