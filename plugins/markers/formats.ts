@@ -201,7 +201,8 @@ export interface ReadMarker extends Omit<PlainMarker, 'id' | 'replies' | 'create
 
 export class FormatError extends Error {}
 
-export type ImportFormat = 'avid_xml' | 'avid_txt' | 'edl' | 'fcp7_xml' | 'fcpxml'
+export const IMPORT_FORMATS = ['avid_xml', 'avid_txt', 'edl', 'fcp7_xml', 'fcpxml'] as const
+export type ImportFormat = (typeof IMPORT_FORMATS)[number]
 
 /** the format of an uploaded marker list, from its content */
 export function sniffFormat(text: string): ImportFormat | null {

@@ -10,7 +10,7 @@ import { editServices } from '../edits/index.js'
 import { User } from '../../core/auth/entities.js'
 import { markerServices } from './refs.js'
 import { AssetParams, BulkInput, ExportInput, ListInput, MarkerInputSchema, MarkerParams, PushInput } from './schemas.js'
-import { FORMAT_FILES, FormatError, readMarkers, sniffFormat, writeMarkers, type ExportClip, type ExportFormat, type ImportFormat } from './formats.js'
+import { EXPORT_FORMATS, IMPORT_FORMATS, FORMAT_FILES, FormatError, readMarkers, sniffFormat, writeMarkers, type ExportClip, type ImportFormat } from './formats.js'
 import type { MarkerInput, MarkerService, PlainMarker, Timeline } from './service.js'
 import { PushToApp } from './jobs.js'
 
@@ -29,10 +29,21 @@ const cursor = {
   },
 }
 
+/**
+ * `format`: the core drops it from the input (Rails sends it for `.json`), but these routes name a
+ * file format with it (`download_editor_xml?format=edl`), so it is read from the query string here
+ */
+function requestedFormat<T extends string>(ctx: MamContext, allowed: readonly T[]): T | undefined {
+  const raw = ctx.query.format ?? (ctx.request as { body?: Record<string, unknown> }).body?.format
+  if (raw === undefined || raw === '' || raw === 'json') return undefined
+  if (typeof raw !== 'string' || !(allowed as readonly string[]).includes(raw)) throw invalidParam('format', `must be one of: ${allowed.join(', ')}`)
+  return raw as T
+}
+
 /** fields under `marker_description[...]` or at the top level; errors name them the way they were sent */
 function readFields(input: Record<string, any>): { fields: MarkerInput; param: (f: string) => string } {
   const nested = input.marker_description !== undefined && input.marker_description !== null
-  const { marker_description, format: _format, ...top } = input
+  const { marker_description, ...top } = input
   const fields = { ...top, ...(marker_description ?? {}) } as MarkerInput
   return { fields, param: (key: string) => (nested || top[key] === undefined ? `marker_description[${key}]` : key) }
 }
@@ -176,7 +187,7 @@ export function registerMarkerRoutes(api: RegisterApi) {
       const { asset } = await assets().readable(ctx.em, ctx.user, ctx.params.id)
       const s = service()
       const timeline = s.timeline(asset)
-      const format: ExportFormat = ctx.input.format ?? 'avid_xml'
+      const format = requestedFormat(ctx, EXPORT_FORMATS) ?? 'avid_xml'
       const text = writeMarkers(format, exportClip(asset, timeline, await s.all(asset.id)))
       const file = FORMAT_FILES[format]
       ctx.type = file.type
@@ -190,7 +201,7 @@ export function registerMarkerRoutes(api: RegisterApi) {
 async function importFile(ctx: MamContext, s: MarkerService, asset: Asset, timeline: Timeline) {
   const upload = ctx.files[0]
   const text = (await readFile(upload.tempPath)).toString('utf8')
-  const format: ImportFormat | null = ctx.input.format ?? sniffFormat(text)
+  const format: ImportFormat | null = requestedFormat(ctx, IMPORT_FORMATS) ?? sniffFormat(text)
   if (!format) throw invalidParam('file', 'is not a marker list this server reads (Avid marker XML or text, EDL, FCP7 XML, FCPXML); name it with format=')
   let read
   try {

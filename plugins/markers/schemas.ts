@@ -1,6 +1,5 @@
 import { Type } from 'typebox'
-import { IdParam, Nullable, OneOf } from '../../core/http/schemas.js'
-import { EXPORT_FORMATS } from './formats.js'
+import { IdParam, Nullable } from '../../core/http/schemas.js'
 
 /** a frame number from the asset's first frame, or a timecode in the asset's start timecode */
 const FrameOrTimecode = Type.Union([Type.Integer({ minimum: -2147483648, maximum: 2147483647 }), Type.String({ maxLength: 20 })])
@@ -22,8 +21,6 @@ export const MarkerInputSchema = Type.Object(
   {
     ...markerFields,
     marker_description: Type.Optional(Nullable(MarkerFields)),
-    /** an import: which reader to use (sniffed from the content when absent) */
-    format: Type.Optional(OneOf(['avid_xml', 'avid_txt', 'edl', 'fcp7_xml', 'fcpxml'] as const)),
   },
   { additionalProperties: false },
 )
@@ -51,7 +48,8 @@ export const BulkEntry = Type.Object(
 
 export const BulkInput = Type.Object({ marker_descriptions: Type.Array(BulkEntry, { minItems: 1, maxItems: 10_000 }) }, { additionalProperties: false })
 
-export const ExportInput = Type.Object({ format: Type.Optional(OneOf(EXPORT_FORMATS)) }, { additionalProperties: false })
+/** `format` is read from the query string by the route (the core keeps it out of the input) */
+export const ExportInput = Type.Object({}, { additionalProperties: false })
 
 export const PushInput = Type.Object({}, { additionalProperties: false })
 
