@@ -8,8 +8,22 @@ import { assetsPlugin } from './assets/index.js'
 import { statusFlagsPlugin } from './status-flags/index.js'
 import { notificationsPlugin } from './notifications/index.js'
 import { webhooksPlugin } from './webhooks/index.js'
+import { markersPlugin } from './markers/index.js'
 
-/** Every feature plugin that ships with mamkit, in no particular order (the loader sorts them). */
-export const builtinPlugins: PluginDefinition[] = [rolesPlugin, identityPlugin, templatesPlugin, projectsPlugin, statusFlagsPlugin, assetsPlugin, editsPlugin, notificationsPlugin, webhooksPlugin]
+/** Every feature plugin that ships with mamkit, one per line, in no particular order (the loader sorts them). */
+export const builtinPlugins: PluginDefinition[] = [
+  rolesPlugin,
+  identityPlugin,
+  templatesPlugin,
+  projectsPlugin,
+  statusFlagsPlugin,
+  assetsPlugin,
+  editsPlugin,
+  notificationsPlugin,
+  webhooksPlugin,
+  markersPlugin,
+]
 
-export { templatesPlugin, rolesPlugin, identityPlugin, projectsPlugin, statusFlagsPlugin, assetsPlugin, editsPlugin, notificationsPlugin, webhooksPlugin }
+export { templatesPlugin, rolesPlugin, identityPlugin, projectsPlugin, statusFlagsPlugin, assetsPlugin, editsPlugin }
+export { notificationsPlugin, webhooksPlugin }
+export { markersPlugin }
