@@ -32,6 +32,7 @@ export interface RegisteredService {
   reachable: ReadonlySet<string>
   factory?: (resolve: ServiceResolver) => unknown
   lifetime?: ProvideOptions['lifetime']
+  dispose?: ProvideOptions['dispose']
   resolver?: Resolver<unknown>
 }
 
@@ -170,7 +171,7 @@ export async function loadPlugins(
           id,
           typeof ref === 'string'
             ? { plugin: plugin.name, reachable, resolver: factory as Resolver<unknown> }
-            : { plugin: plugin.name, reachable, factory: factory as (resolve: ServiceResolver) => unknown, lifetime: options?.lifetime ?? 'singleton' },
+            : { plugin: plugin.name, reachable, factory: factory as (resolve: ServiceResolver) => unknown, lifetime: options?.lifetime ?? 'singleton', dispose: options?.dispose },
         )
       },
       credentials: {
