@@ -6,8 +6,9 @@ import { projectsPlugin } from './projects/index.js'
 import { editsPlugin } from './edits/index.js'
 import { assetsPlugin } from './assets/index.js'
 import { statusFlagsPlugin } from './status-flags/index.js'
+import { platformPlugin } from './platform/index.js'
 
 /** Every feature plugin that ships with mamkit, in no particular order (the loader sorts them). */
-export const builtinPlugins: PluginDefinition[] = [rolesPlugin, identityPlugin, templatesPlugin, projectsPlugin, statusFlagsPlugin, assetsPlugin, editsPlugin]
+export const builtinPlugins: PluginDefinition[] = [rolesPlugin, identityPlugin, templatesPlugin, projectsPlugin, statusFlagsPlugin, assetsPlugin, editsPlugin, platformPlugin]
 
-export { templatesPlugin, rolesPlugin, identityPlugin, projectsPlugin, statusFlagsPlugin, assetsPlugin, editsPlugin }
+export { templatesPlugin, rolesPlugin, identityPlugin, projectsPlugin, statusFlagsPlugin, assetsPlugin, editsPlugin, platformPlugin }

@@ -65,6 +65,13 @@ export class PluginSettings {
     return []
   }
 
+  /** like `replace`, without putting anything in force; `value` gets the schema's defaults filled in */
+  check(plugin: string, value: unknown, typed = true, prefix = ''): ParamError[] {
+    const compiled = this.schemas.get(plugin)
+    if (!compiled) return [{ param: prefix || plugin, message: 'has no settings' }]
+    return check(compiled, value, typed, prefix)
+  }
+
   /** called after every `replace`; returns the unsubscribe function */
   onChange(listener: SettingsListener): () => void {
     this.listeners.add(listener)
