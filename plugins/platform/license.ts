@@ -89,7 +89,7 @@ export class LicenseService {
       throw new MamError('service_unavailable', 'The configured license public key (plugins.platform.license.public_key) is not an Ed25519 key')
     }
     const shape = checkParams(licenseFile, document, true, 'license')
-    if (shape.length) return { errors: shape.map((e) => ({ param: 'license', message: `${e.param.replace(/^license/, '') || 'the file'} ${e.message}` })) }
+    if (shape.length) return { errors: [{ param: 'license', message: `is not a license file: ${shape.map((e) => `${e.param.replace(/^license/, '') || 'the file'} ${e.message}`).join('; ')}` }] }
     const file = document as Static<typeof LicenseFile>
     const signature = Buffer.from(file.signature, 'base64')
     if (!verify(null, Buffer.from(canonicalJson(file.license)), key, signature)) return { errors: [{ param: 'license', message: 'has a signature that does not verify' }] }
