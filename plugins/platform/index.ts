@@ -9,6 +9,8 @@ import { LicenseService, machineIdOf } from './license.js'
 import { registerSettingsRoutes } from './settings-routes.js'
 import { registerLicenseRoutes } from './license-routes.js'
 import { registerOperatorRoutes } from './operator-routes.js'
+import { registerBrandingRoutes } from './branding-routes.js'
+import { BrandingService } from './branding.js'
 
 export { platformServices } from './refs.js'
 export { SettingsService } from './settings-service.js'
@@ -41,7 +43,9 @@ export const platformPlugin = definePlugin({
       (resolve) =>
         new LicenseService(resolve(coreServices.knex), resolve(coreServices.features), resolve(coreServices.plugins), machineIdOf(api.config.secretKey), () => api.settings().license.public_key, api.log),
     )
+    api.provide(platformServices.branding, () => new BrandingService(api.config.dataDir))
     registerSettingsRoutes(api)
+    registerBrandingRoutes(api)
     registerLicenseRoutes(api)
     registerOperatorRoutes(api)
   },

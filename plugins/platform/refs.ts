@@ -1,6 +1,7 @@
 import { createServiceRef } from '../../core/plugin/services.js'
 import type { SettingsService } from './settings-service.js'
 import type { LicenseService } from './license.js'
+import type { BrandingService } from './branding.js'
 
 /** The platform plugin's services, for other plugins that depend on it. */
 export const platformServices = {
@@ -8,4 +9,6 @@ export const platformServices = {
   settings: createServiceRef<SettingsService>('platform.settings'),
   /** the license in force and its installation */
   license: createServiceRef<LicenseService>('platform.license'),
+  /** logo, default backgrounds, watermark */
+  branding: createServiceRef<BrandingService>('platform.branding'),
 }
