@@ -11,6 +11,9 @@ import { registerLicenseRoutes } from './license-routes.js'
 import { registerOperatorRoutes } from './operator-routes.js'
 import { registerBrandingRoutes } from './branding-routes.js'
 import { BrandingService } from './branding.js'
+import { TrafficCounter } from './traffic.js'
+import { PlatformMetrics } from './metrics.js'
+import { registerIntegrationRoutes } from './integration-routes.js'
 
 export { platformServices } from './refs.js'
 export { SettingsService } from './settings-service.js'
@@ -44,7 +47,17 @@ export const platformPlugin = definePlugin({
         new LicenseService(resolve(coreServices.knex), resolve(coreServices.features), resolve(coreServices.plugins), machineIdOf(api.config.secretKey), () => api.settings().license.public_key, api.log),
     )
     api.provide(platformServices.branding, () => new BrandingService(api.config.dataDir))
+    api.provide(platformServices.metrics, (resolve) => new PlatformMetrics(resolve(coreServices.knex), resolve(coreServices.events)), { dispose: (m: PlatformMetrics) => m.stop() })
+    api.provide(
+      platformServices.traffic,
+      (resolve) => {
+        const metrics = resolve(platformServices.metrics)
+        return new TrafficCounter(resolve(coreServices.knex), () => api.settings().subscription.instance, api.log, (kind, bytes) => metrics.servedBytes(kind, bytes))
+      },
+      { dispose: (t: TrafficCounter) => t.stop() },
+    )
     registerSettingsRoutes(api)
+    registerIntegrationRoutes(api)
     registerBrandingRoutes(api)
     registerLicenseRoutes(api)
     registerOperatorRoutes(api)
@@ -53,6 +66,13 @@ export const platformPlugin = definePlugin({
     const settings = resolve(platformServices.settings)
     const license = resolve(platformServices.license)
     await license.load()
+    const requests = resolve(coreServices.requests)
+    const metrics = resolve(platformServices.metrics)
+    const traffic = resolve(platformServices.traffic)
+    metrics.start()
+    traffic.start()
+    requests.add(metrics.observe)
+    requests.add(traffic.observe)
     // settings changed in another process, and a license installed there, are picked up here
     await settings.start(async () => license.load())
   },

@@ -5,7 +5,10 @@ import { Type } from 'typebox'
 import type { RegisterApi } from '../../core/plugin/contract.js'
 import { coreServices } from '../../core/plugin/services.js'
 import { openApiDocument } from '../../core/system/openapi.js'
-import { MamError, notFound } from '../../core/errors.js'
+import { createHash, timingSafeEqual } from 'node:crypto'
+import { MamError, forbidden, notFound } from '../../core/errors.js'
+import type { MamContext } from '../../core/http/context.js'
+import { platformServices } from './refs.js'
 import { OneOf } from '../../core/http/schemas.js'
 
 const require = createRequire(import.meta.url)
@@ -29,6 +32,7 @@ export function registerOperatorRoutes(api: RegisterApi) {
   const health = api.use(coreServices.health)
   const routeTable = api.use(coreServices.routes)
   const plugins = api.use(coreServices.plugins)
+  const metrics = api.use(platformServices.metrics)
   let document: string | undefined
   const files = new Map<string, Buffer>()
 
@@ -52,6 +56,13 @@ export function registerOperatorRoutes(api: RegisterApi) {
       return { status: ready ? 'ready' : 'not_ready', checks }
     },
   )
+
+  routes.get('/metrics', { access: 'public', summary: 'Prometheus metrics; from this machine, with the metrics token, or for administrators (settings platform.metrics)' }, async (ctx) => {
+    if (!metricsAllowed(ctx, api.settings().metrics)) throw forbidden('Metrics are served to this machine, to the metrics token (Authorization: Bearer) and to administrators (settings platform.metrics)')
+    ctx.type = metrics().registry.contentType
+    ctx.set('Cache-Control', 'no-store')
+    ctx.body = await metrics().text()
+  })
 
   // GET /api/v1/openapi.json: the `.json` suffix is stripped before routing, like on every path
   routes.get('/openapi', { access: 'public', summary: 'the OpenAPI 3.1 description of this API, generated from the route table' }, () => {
@@ -92,4 +103,15 @@ export function registerOperatorRoutes(api: RegisterApi) {
     ctx.set('Cache-Control', 'public, max-age=86400')
     ctx.body = body
   })
+}
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1'])
+const digest = (s: string) => createHash('sha256').update(s).digest()
+
+/** the connection's own address (never X-Forwarded-For: a proxy in front would make everyone local) */
+function metricsAllowed(ctx: MamContext, setting: { loopback: boolean; token: string }): boolean {
+  if (ctx.user?.isAdmin) return true
+  if (setting.loopback && LOOPBACK.has(ctx.req.socket.remoteAddress ?? '')) return true
+  const sent = /^Bearer\s+(.+)$/i.exec(ctx.get('authorization'))?.[1]
+  return setting.token !== '' && sent !== undefined && timingSafeEqual(digest(sent), digest(setting.token))
 }
