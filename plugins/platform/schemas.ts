@@ -77,11 +77,11 @@ export const LicenseBody = Type.Object(
   {
     customer: Type.String({ minLength: 1, maxLength: 200 }),
     machine_id: Type.String({ minLength: 1, maxLength: 100 }),
-    expires_at: Type.String({ format: 'date-time', maxLength: 40 }),
+    expires_at: Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}T', maxLength: 40 }),
     modules: ModuleList,
     max_users: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
     max_sites: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
-    issued_at: Type.Optional(Type.String({ format: 'date-time', maxLength: 40 })),
+    issued_at: Type.Optional(Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}T', maxLength: 40 })),
   },
   { additionalProperties: false },
 )
