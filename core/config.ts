@@ -38,6 +38,11 @@ export interface MamConfig {
      * keeps moving bytes, and this is then the longest pause allowed; 0: no limit
      */
     requestTimeoutMs: number
+    /**
+     * graceful shutdown (SIGTERM) ends within this: past it, running jobs are released (their leases
+     * lapse and another process retries them) and the process exits non-zero naming what was still open
+     */
+    shutdownTimeoutMs: number
     /** an idle keep-alive connection is closed after this (above the 60 s of common load balancers) */
     keepAliveTimeoutMs: number
   }
@@ -93,6 +98,7 @@ export function resolveConfig(input: MamConfigInput = {}, env: NodeJS.ProcessEnv
       headersTimeoutMs: num(env.MAMKIT_HEADERS_TIMEOUT_MS) ?? 15_000,
       requestTimeoutMs: num(env.MAMKIT_REQUEST_TIMEOUT_MS) ?? 30_000,
       keepAliveTimeoutMs: num(env.MAMKIT_KEEP_ALIVE_TIMEOUT_MS) ?? 65_000,
+      shutdownTimeoutMs: num(env.MAMKIT_SHUTDOWN_TIMEOUT_MS) ?? 30_000,
       ...input.http,
     },
     auth: { cacheTtlMs: 5000, tokenTtlDays: 30, ...input.auth },

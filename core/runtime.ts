@@ -38,7 +38,26 @@ export interface RuntimeOptions {
 }
 
 export function createLogger(config: Pick<MamConfig, 'logLevel'>): Logger {
-  return pino({ level: config.logLevel, base: { app: 'mamkit' } })
+  return pino({ level: config.logLevel, base: { app: 'mamkit' } }, droppingWhenBroken(process.stdout))
+}
+
+/**
+ * Log lines to a stream that drops them once the stream broke (the reader of a pipe went away)
+ * instead of retrying: pino's own destination retries a failed write forever on exit, which kept
+ * servers whose parent had exited from ever ending. Says so once on stderr if that still works.
+ */
+let stderrGuarded = false
+function droppingWhenBroken(stream: NodeJS.WriteStream): { write(line: string): void } {
+  let broken = false
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (broken) return
+    broken = true
+    if (stream !== process.stderr && !process.stderr.destroyed) process.stderr.write(`mamkit: log output failed (${err.code ?? err.message}); log lines are dropped from now on\n`)
+  })
+  // a broken stderr must not end the process either
+  if (!stderrGuarded) process.stderr.on('error', () => {})
+  stderrGuarded = true
+  return { write: (line) => void (broken || stream.destroyed || stream.write(line)) }
 }
 
 /** Registers every plugin without touching a database: enough to list routes or check a plugin. */

@@ -204,14 +204,23 @@ async function serve() {
     if (stopping) return
     stopping = true
     runtime.log.info({ signal }, 'stopping: finishing requests and handing back running jobs')
+    let open = 'HTTP connections'
+    // past the deadline the process ends anyway: jobs not handed back are retried once their leases lapse
+    const deadline = setTimeout(() => {
+      const line = `mamkit: shutdown took longer than ${runtime.config.http.shutdownTimeoutMs} ms; still open: ${open}; exiting`
+      runtime.log.error({ open }, line)
+      if (!process.stderr.destroyed) process.stderr.write(`${line}\n`)
+      process.exit(1)
+    }, runtime.config.http.shutdownTimeoutMs)
     try {
       await closeServer(server)
+      open = 'running jobs and the database'
       await mam.close()
     } catch (err) {
-      // exit anyway: jobs not handed back are retried once their leases lapse
       runtime.log.error({ err }, 'stopping failed')
       process.exit(1)
     }
+    clearTimeout(deadline)
     process.exit(0)
   }
   process.on('SIGTERM', () => void stop('SIGTERM'))

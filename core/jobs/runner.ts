@@ -9,6 +9,7 @@ import type { EventBus } from '../events.js'
 import type { JobQueue } from './queue.js'
 import type { JobContext, JobRow } from './types.js'
 import type { RegisteredJob } from '../plugin/loader.js'
+import type { ServiceRef } from '../plugin/services.js'
 
 interface Running {
   row: JobRow
@@ -134,7 +135,7 @@ export class JobRunner {
       get em() {
         return scope.resolve<JobContext['em']>('em')
       },
-      resolve: (name) => scope.resolve(name),
+      resolve: (ref: string | ServiceRef<unknown>) => scope.resolve(typeof ref === 'string' ? ref : ref.id),
       log,
     }
     const heartbeatMs = Math.max(50, Math.min(this.config.jobs.leaseMs / 3, 2000))

@@ -1,6 +1,7 @@
 import type { AwilixContainer } from 'awilix'
 import type { Logger } from 'pino'
 import type { EntityManager } from '../db/orm.js'
+import type { ServiceRef } from '../plugin/services.js'
 
 export type JobState = 'queued' | 'running' | 'finished' | 'failed' | 'cancelled'
 /** which status endpoint shows the job: /status, /asset_status or /copy_to_status */
@@ -23,6 +24,9 @@ export interface JobContext<P = unknown> {
   /** job-scoped DI container with its own EntityManager */
   scope: AwilixContainer
   em: EntityManager
+  /** a service by ref (of the core, the job's plugin or a plugin it depends on) */
+  resolve<T>(ref: ServiceRef<T>): T
+  /** @deprecated legacy string keys: resolve through a ServiceRef */
   resolve<T = any>(name: string): T
   log: Logger
 }

@@ -1,3 +1,4 @@
+import { asFunction } from 'awilix'
 import type { Logger } from 'pino'
 import type { MamConfig } from '../config.js'
 import type { EventBus } from '../events.js'
@@ -82,3 +83,9 @@ export function reachablePlugins(plugin: PluginDefinition, byName: ReadonlyMap<s
   visit(plugin)
   return reachable
 }
+
+/**
+ * @deprecated a legacy string key for a service provided by ref (`api.provide('projects', aliasOf(ref))`),
+ * until every caller resolves the ref
+ */
+export const aliasOf = (ref: ServiceRef<unknown>) => asFunction((cradle: Record<string, unknown>) => cradle[ref.id]).singleton()

@@ -17,15 +17,15 @@ const AssetRightParams = Type.Object({ asset_id: IdParam, id: IdParam })
  */
 export function registerAssetAccessRoutes({ routes }: RegisterApi) {
   routes.get('/assets/:asset_id/access_rights', { access: 'authenticated', params: AssetParams, summary: 'the access rights that reach an asset (its project’s)' }, async (ctx) => {
-    const { asset } = await ctx.resolve<AssetService>('assets').readable(ctx, ctx.params.asset_id)
+    const { asset } = await ctx.resolve<AssetService>('assets').readable(ctx.em, ctx.requireUser(), ctx.params.asset_id)
     const rights = await ctx.em.find(AccessRight, { objectType: PROJECT.type, objectId: asset.project.id }, { populate: ['team'], orderBy: { id: 'asc' } })
     const service = ctx.resolve<AccessRightService>('accessRights')
     return { access_rights: rights.map((r) => ({ ...service.serialize(r), team_name: r.team.name })) }
   })
 
   routes.delete('/assets/:asset_id/access_rights/:id', { access: 'authenticated', params: AssetRightParams, summary: 'remove an access right that reaches an asset' }, async (ctx) => {
-    const { asset } = await ctx.resolve<AssetService>('assets').readable(ctx, ctx.params.asset_id)
-    await ctx.resolve<ProjectService>('projects').writable(ctx, asset.project.id)
+    const { asset } = await ctx.resolve<AssetService>('assets').readable(ctx.em, ctx.requireUser(), ctx.params.asset_id)
+    await ctx.resolve<ProjectService>('projects').writable(ctx.em, ctx.requireUser(), asset.project.id)
     const right = await ctx.em.findOne(AccessRight, { id: ctx.params.id, objectType: PROJECT.type, objectId: asset.project.id }, { populate: ['team'] })
     if (!right) throw notFound('access right', ctx.params.id)
     const body = { access_right: ctx.resolve<AccessRightService>('accessRights').serialize(right) }
@@ -34,7 +34,7 @@ export function registerAssetAccessRoutes({ routes }: RegisterApi) {
   })
 
   routes.get('/assets/:id/access_right_type', { access: 'authenticated', params: IdParams, summary: 'none, read, write or admin for the current user' }, async (ctx) => {
-    const asset = await ctx.resolve<AssetService>('assets').readable(ctx, ctx.params.id).catch(() => null)
+    const asset = await ctx.resolve<AssetService>('assets').readable(ctx.em, ctx.requireUser(), ctx.params.id).catch(() => null)
     // "none" is an answer here, not a 404: the caller asks what it may do
     const type = asset ? asset.right : 'none'
     return { hash: { access_right_type: type, asset_id: ctx.params.id } }

@@ -26,7 +26,7 @@ export function registerDownloadRoutes({ routes }: RegisterApi) {
   const assets = (ctx: MamContext) => ctx.resolve<AssetService>('assets')
 
   const prepare = (kind: PackageKind) => async (ctx: MamContext) => {
-    const { asset } = await assets(ctx).readable(ctx, ctx.params.id)
+    const { asset } = await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     // an original that leads outside its project is refused now (403); the job checks again, it may change meanwhile
     if (kind === 'highres') await withOriginal(ctx, asset, async () => {}).catch((err) => {
       if (!err.offline) throw err // an offline original fails the job with its reason
@@ -59,7 +59,7 @@ export function registerDownloadRoutes({ routes }: RegisterApi) {
   routes.put('/assets/:id/prepare_download_lowres', { access: 'authenticated', params: IdParams, input: Empty, summary: 'prepare the low-res proxy as a download' }, prepare('lowres'))
 
   routes.get('/assets/:id/download_highres', { access: 'authenticated', params: IdParams, input: StateInput, summary: 'the zip of the original file (state_id from prepare_download_highres), with HTTP Range' }, async (ctx) => {
-    const { asset } = await assets(ctx).readable(ctx, ctx.params.id)
+    const { asset } = await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     const state = await finishedState(ctx, asset, 'highres')
     const outdated = () => stateProblem('conflict', `The original of asset ${asset.id} changed or went offline since download ${state.id} was prepared; prepare it again`, 'is outdated')
     // opened once and checked (a symlink planted since the prepare is a 403); the zip streams from this descriptor
@@ -75,13 +75,13 @@ export function registerDownloadRoutes({ routes }: RegisterApi) {
   })
 
   routes.get('/assets/:id/download_editing_proxy', { access: 'authenticated', params: IdParams, input: StateInput, summary: 'the editing proxy (state_id from prepare_download_editing_proxy), with HTTP Range' }, async (ctx) => {
-    const { asset } = await assets(ctx).readable(ctx, ctx.params.id)
+    const { asset } = await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     await finishedState(ctx, asset, 'editing_proxy')
     await sendProxy(ctx, asset, 'editing', `${baseName(asset)}_proxy.mov`)
   })
 
   routes.get('/assets/:id/download_lowres', { access: 'authenticated', params: IdParams, input: LowresInput, summary: 'the low-res proxy (MP4 for video), with HTTP Range; state_id from prepare_download_lowres is optional' }, async (ctx) => {
-    const { asset } = await assets(ctx).readable(ctx, ctx.params.id)
+    const { asset } = await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     if (ctx.input.state_id !== undefined) await finishedState(ctx, asset, 'lowres')
     const kind = lowresKind(asset)
     await sendProxy(ctx, asset, kind, ctx.input.inline ? undefined : `${baseName(asset)}_lowres.${LOWRES_EXTENSIONS[kind]}`)

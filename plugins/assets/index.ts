@@ -1,6 +1,7 @@
-import { asFunction } from 'awilix'
-import type { MamConfig } from '../../core/config.js'
 import { definePlugin } from '../../core/plugin/contract.js'
+import { aliasOf, coreServices } from '../../core/plugin/services.js'
+import { projectServices } from '../projects/refs.js'
+import { assetServices } from './refs.js'
 import { AssetSchema } from './entities.js'
 import { migrations } from './migrations.js'
 import { AssetService } from './service.js'
@@ -20,12 +21,12 @@ import { AssetShareSchema } from './shares.js'
 import { registerShareRoutes } from './share-routes.js'
 import type { JobService } from '../../core/jobs/service.js'
 import type { Knex } from '../../core/db/orm.js'
-import type { PathMoveHooks } from '../projects/index.js'
 import { assetPathMoves } from './path-moves.js'
 import { Ingest } from './ingest.js'
 
 export { Asset } from './entities.js'
 export { AssetService } from './service.js'
+export { assetServices } from './refs.js'
 
 /** Assets and the media pipeline (§4.6, §4.9, §4.20): ingest, analysis with ffprobe/sharp, listing. */
 export const assetsPlugin = definePlugin({
@@ -37,10 +38,13 @@ export const assetsPlugin = definePlugin({
   entities: [AssetSchema, AssetStateSchema, AssetShareSchema],
   migrations,
   register(api) {
-    api.provide('assets', asFunction((c: any) => new AssetService(c.projects, c.jobs)).singleton())
-    api.provide('ingest', asFunction((c: any) => new Ingest(c.knex, c.storageJournal, c.projects, c.assets)).singleton())
+    const { service, ingest, proxyStore } = assetServices
+    api.provide(service, (r) => new AssetService(r(projectServices.service), r(coreServices.jobs)))
+    api.provide(ingest, (r) => new Ingest(r(coreServices.knex), r(projectServices.storageJournal), r(projectServices.service), r(service)))
+    api.provide(proxyStore, (r) => new ProxyStore(r(coreServices.config).dataDir, r(coreServices.config).secretKey))
+    // legacy string keys, until every plugin resolves by ref
+    for (const [key, ref] of Object.entries({ assets: service, ingest, proxyStore })) api.provide(key, aliasOf(ref))
     registerAssetRoutes(api)
-    api.provide('proxyStore', asFunction(({ config }: { config: MamConfig }) => new ProxyStore(config.dataDir, config.secretKey)).singleton())
     registerProjectAssetRoutes(api)
     registerProxyRoutes(api)
     registerDownloadRoutes(api)
@@ -55,9 +59,9 @@ export const assetsPlugin = definePlugin({
   },
   async start({ resolve }) {
     // asset rows move with their files when folders move (PUT /projects/:id/move_contents, rename_folder)
-    resolve<PathMoveHooks>('pathMoveHooks').add(assetPathMoves)
+    resolve(projectServices.pathMoveHooks).add(assetPathMoves)
     // uploads cut short by a crash are undone (projects runs the journal's repairs once every plugin started)
-    resolve<Ingest>('ingest').defineRepair()
+    resolve(assetServices.ingest).defineRepair()
     // the clean-up of expired downloads reschedules itself; start the chain once
     const pending = await resolve<Knex>('knex')('jobs').where({ type: 'assets.expire-downloads' }).whereIn('state', ['queued', 'running']).first()
     if (!pending) await resolve<JobService>('jobs').enqueue('assets.expire-downloads', {}, { runAt: new Date(Date.now() + 60_000) })

@@ -98,9 +98,7 @@ export class Ingest {
       if (renamed) await this.journal.update(entry, Object.assign(intent, { claimed: files.map(({ name, dev, ino }) => ({ name, dev, ino })) }))
       const views = await this.knex.transaction(async (trx) => {
         const rows = await this.insertRows(trx, project, folder, files)
-        await trx('projects')
-          .where({ id: project.id })
-          .update({ size: trx.raw('size + ?', [files.reduce((n, f) => n + f.size, 0)]), updated_at: new Date() })
+        await this.projects.chargeSpace(trx, project.id, files.reduce((n, f) => n + f.size, 0))
         await this.journal.update(entry, { ...intent, assetIds: rows.map((r) => Number(r.id)) }, trx)
         const views = rows.map((r) => viewOfRow(r, { id: project.id, name: project.name }))
         await options.onCommit(trx, views)

@@ -36,7 +36,7 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
   // (folder, name) is unique in a project (it is the path) and walks the index: no tie-breaker needed
   // (an `id` after it made PostgreSQL sort every row before a deep OFFSET)
   routes.get('/projects/:id/assets', { access: 'authenticated', params: IdParams, input: ListAssetsInput, summary: 'assets of a project folder (paginated)' }, async (ctx) => {
-    const project = await projects(ctx).readableSummary(ctx, ctx.params.id)
+    const project = await projects(ctx).readableSummary(ctx.requireUser(), ctx.params.id)
     const { page, per_page = 100, type, online, after } = ctx.input
     if (after !== undefined && page !== undefined) throw invalidParam('page', 'cannot be combined with after')
     const where = inProjectFolder(ctx, project.id)
@@ -57,13 +57,13 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
   })
 
   routes.get('/projects/:id/count_assets', { access: 'authenticated', params: IdParams, input: CountInput, summary: 'number of assets inside a folder' }, async (ctx) => {
-    const project = await projects(ctx).readableSummary(ctx, ctx.params.id)
+    const project = await projects(ctx).readableSummary(ctx.requireUser(), ctx.params.id)
     const [{ count }] = await inProjectFolder(ctx, project.id).count({ count: '*' })
     return { hash: { count: Number(count), folder: ctx.input.folder ?? '', recursive: ctx.input.recursive ?? false } }
   })
 
   routes.post('/projects/:id/addassets', { access: 'authenticated', params: IdParams, input: AddAssetsInput, summary: 'register files already in the project tree' }, async (ctx) => {
-    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    const project = await projects(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     return idempotent(ctx, 201, async () => {
       const added = await assets(ctx).register(ctx.em, project, ctx.input.paths, { userId: ctx.user!.userId })
       return { assets: added.map((a) => assets(ctx).serialize(a)) }
@@ -75,7 +75,7 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
     { access: 'authenticated', params: IdParams, input: InjectInput, multipart: { maxFileSize: MAX_UPLOAD_BYTES, maxFiles: 100 }, summary: 'upload files into a project folder (multipart `file` parts, `path`)' },
     async (ctx) => {
       const s = projects(ctx)
-      const project = await s.writable(ctx, ctx.params.id)
+      const project = await s.writable(ctx.em, ctx.requireUser(), ctx.params.id)
       return idempotent(ctx, 201, async (answer) => {
         const files = ctx.files.filter((f) => f.field === 'file' || f.field === 'file[]' || f.field.startsWith('files'))
         if (!files.length) throw invalidParam('file', 'is required: one or more multipart file parts')
@@ -104,7 +104,7 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
   )
 
   const enqueue = (type: string, payload: (projectId: number, ctx: MamContext) => object) => async (ctx: MamContext) => {
-    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    const project = await projects(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     const job = await ctx.resolve<JobService>('jobs').enqueue(type, payload(project.id, ctx), { userId: ctx.user!.userId, projectId: project.id })
     ctx.status = 202
     return { job: serializeJob(job) }
@@ -114,7 +114,7 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
   routes.put('/projects/:id/repair', { access: 'authenticated', params: IdParams, input: Empty, summary: 're-analyse all assets' }, enqueue('assets.reanalyse', (projectId, ctx) => ({ projectId, onlyOther: false, userId: ctx.user!.userId })))
 
   routes.get('/projects/:id/changed_asset_metadata', { access: 'authenticated', params: IdParams, input: Type.Object({ since: Type.Optional(Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}', maxLength: 40 })) }, { additionalProperties: false }), summary: 'assets whose metadata changed since the project was last used' }, async (ctx) => {
-    const { project } = await projects(ctx).readable(ctx, ctx.params.id)
+    const { project } = await projects(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     const since = ctx.input.since ? new Date(ctx.input.since) : project.lastUsedAt
     if (since && Number.isNaN(since.getTime())) throw invalidParam('since', 'must be an ISO 8601 time')
     const where = { project, ...(since ? { metadataChangedAt: { $gt: since } } : { metadataChangedAt: { $ne: null } }) }

@@ -42,7 +42,7 @@ export function registerProxyRoutes({ routes }: RegisterApi) {
   const jobs = (ctx: MamContext) => ctx.resolve<JobService>('jobs')
 
   routes.get('/assets/:id/proxy_key', { access: 'authenticated', params: IdParams, summary: 'the binary proxy encryption key of an asset' }, async (ctx) => {
-    const { asset } = await assets(ctx).readable(ctx, ctx.params.id)
+    const { asset } = await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     if (!asset.proxyKeyEnc) throw notFound('proxy key of asset', asset.id)
     ctx.type = 'application/octet-stream'
     ctx.set('Cache-Control', 'no-store')
@@ -50,12 +50,12 @@ export function registerProxyRoutes({ routes }: RegisterApi) {
   })
 
   routes.get('/assets/:id/proxies/:kind', { access: 'authenticated', params: KindParams, summary: 'a proxy file: lowres, audio, image, poster, thumbnails, waveform, burnin, editing' }, async (ctx) => {
-    const { asset } = await assets(ctx).readable(ctx, ctx.params.id)
+    const { asset } = await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     await sendProxy(ctx, asset, ctx.params.kind)
   })
 
   routes.post('/assets/:id/reencode', { access: 'authenticated', params: IdParams, input: Empty, summary: 'create new proxies' }, async (ctx) => {
-    const asset = await assets(ctx).writable(ctx, ctx.params.id)
+    const asset = await assets(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
     const { type, payload, options } = assetJob('assets.proxy', asset, ctx.user!.userId)
     const job = await jobs(ctx).enqueue(type, payload, options)
@@ -64,7 +64,7 @@ export function registerProxyRoutes({ routes }: RegisterApi) {
   })
 
   const projectBatch = (action: 'proxy' | 'burn-timecode' | 'convert-layout', needsFfmpeg: boolean) => async (ctx: MamContext) => {
-    const project = await ctx.resolve<ProjectService>('projects').writable(ctx, ctx.params.id)
+    const project = await ctx.resolve<ProjectService>('projects').writable(ctx.em, ctx.requireUser(), ctx.params.id)
     if (needsFfmpeg) await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
     const job = await jobs(ctx).enqueue('assets.project-batch', { projectId: project.id, action, userId: ctx.user!.userId }, { userId: ctx.user!.userId, projectId: project.id })
     ctx.status = 202

@@ -22,7 +22,7 @@ export function registerReportRoutes({ routes }: RegisterApi) {
   const projects = (ctx: MamContext) => ctx.resolve<ProjectService>('projects')
 
   routes.put('/projects/:id/rehash', { access: 'authenticated', params: IdParams, input: RehashInput, summary: 'hash all files (CRC-32, and SHA-256 unless sha256=false)' }, async (ctx) => {
-    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    const project = await projects(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     const job = await ctx.resolve<JobService>('jobs').enqueue('assets.rehash', { projectId: project.id, sha256: ctx.input.sha256 ?? true }, { userId: ctx.user!.userId, projectId: project.id })
     ctx.status = 202
     return { job: serializeJob(job) }
@@ -55,7 +55,7 @@ export function registerReportRoutes({ routes }: RegisterApi) {
   })
 
   const folderAssets = async (ctx: MamContext) => {
-    const { project } = await projects(ctx).readable(ctx, ctx.params.id)
+    const { project } = await projects(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     const folder = ctx.input.folder ? cleanRelative(ctx.input.folder, 'folder') : ''
     const where = folder ? { project, online: true, $or: [{ folder }, below('folder', folder)] } : { project, online: true }
     return { project, folder, assets: await ctx.em.find(Asset, where, { orderBy: { id: 'asc' }, limit: 100_000 }) }

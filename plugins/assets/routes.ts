@@ -34,7 +34,7 @@ export function registerAssetRoutes({ routes }: RegisterApi) {
     const links: Record<string, number[]> = {}
     const readable = ctx.user!.isAdmin ? null : ctx.resolve<AccessRightService>('accessRights').readableIds(ctx.user!, PROJECT.type)
     for (const id of ctx.input.asset_ids as number[]) {
-      const { asset } = await assets(ctx).readable(ctx, id)
+      const { asset } = await assets(ctx).readable(ctx.em, ctx.requireUser(), id)
       if (asset.inode === null) {
         links[id] = []
         continue
@@ -53,11 +53,11 @@ export function registerAssetRoutes({ routes }: RegisterApi) {
     if (paths.length && !project_id) throw invalidParam('project_id', 'is required with paths')
     const targets: Array<{ file: string; project: Project; relative: string }> = []
     for (const id of asset_ids) {
-      const asset = await assets(ctx).writable(ctx, id)
+      const asset = await assets(ctx).writable(ctx.em, ctx.requireUser(), id)
       targets.push({ file: assets(ctx).fileOf(asset), project: asset.project, relative: asset.path })
     }
     if (paths.length) {
-      const project = await projects(ctx).writable(ctx, project_id!)
+      const project = await projects(ctx).writable(ctx.em, ctx.requireUser(), project_id!)
       const root = projects(ctx).pathOf(project)
       for (const [i, p] of paths.entries()) {
         const file = await resolveInside(root, p, `paths[${i}]`)
@@ -83,11 +83,11 @@ export function registerAssetRoutes({ routes }: RegisterApi) {
   })
 
   routes.get('/assets/:id', { access: 'authenticated', params: IdParams, summary: 'show an asset' }, async (ctx) => ({
-    asset: assets(ctx).serialize((await assets(ctx).readable(ctx, ctx.params.id)).asset),
+    asset: assets(ctx).serialize((await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)).asset),
   }))
 
   routes.put('/assets/:id', { access: 'authenticated', params: IdParams, input: AssetUpdateInput, summary: 'update an asset (description)' }, async (ctx) => {
-    const asset = await assets(ctx).writable(ctx, ctx.params.id)
+    const asset = await assets(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     const description = ctx.input.asset?.description ?? ctx.input.description
     if (description !== undefined) asset.description = description
     await ctx.em.flush()
@@ -95,7 +95,7 @@ export function registerAssetRoutes({ routes }: RegisterApi) {
   })
 
   routes.delete('/assets/:id/delete_description', { access: 'authenticated', params: IdParams, summary: "clear an asset's description" }, async (ctx) => {
-    const asset = await assets(ctx).writable(ctx, ctx.params.id)
+    const asset = await assets(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     asset.description = null
     await ctx.em.flush()
     return { asset: assets(ctx).serialize(asset) }
@@ -115,7 +115,7 @@ export function registerAssetRoutes({ routes }: RegisterApi) {
 async function locate(ctx: MamContext, input: string, projectId?: number): Promise<{ project: Project; relative: string }> {
   const projects = ctx.resolve<ProjectService>('projects')
   if (projectId !== undefined) {
-    const { project } = await projects.readable(ctx, projectId)
+    const { project } = await projects.readable(ctx.em, ctx.requireUser(), projectId)
     return { project, relative: cleanRelative(input, 'path') }
   }
   if (!path.isAbsolute(input)) throw invalidParam('project_id', 'is required for a relative path')
@@ -127,7 +127,7 @@ async function locate(ctx: MamContext, input: string, projectId?: number): Promi
     const [folder, ...rest] = path.relative(storage.root, abs).split(path.sep)
     const project = await ctx.em.findOne(Project, { storage: storage.name, folder, deleted: false })
     if (!project) break
-    await projects.readable(ctx, project.id).catch(() => {
+    await projects.readable(ctx.em, ctx.requireUser(), project.id).catch(() => {
       throw notFound('asset at path', input)
     })
     return { project, relative: rest.join('/') }

@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises'
 import path from 'node:path'
 import type { EntityManager } from '../../core/db/orm.js'
-import type { MamContext } from '../../core/http/context.js'
+import type { Principal } from '../../core/auth/principal.js'
 import type { JobService } from '../../core/jobs/service.js'
 import { relativeSegments, resolveInside } from '../../core/storage/paths.js'
 import { invalidParam, notFound } from '../../core/errors.js'
@@ -38,19 +38,19 @@ export class AssetService {
   ) {}
 
   /** an asset of a project the user can read (404 otherwise) */
-  async readable(ctx: MamContext, id: number): Promise<{ asset: Asset; right: Right }> {
-    const asset = await ctx.em.findOne(Asset, id, { populate: ['project'] })
+  async readable(em: EntityManager, principal: Principal, id: number): Promise<{ asset: Asset; right: Right }> {
+    const asset = await em.findOne(Asset, id, { populate: ['project'] })
     if (!asset || asset.project.deleted) throw notFound('asset', id)
-    const { right } = await this.projects.readable(ctx, asset.project.id).catch(() => {
+    const { right } = await this.projects.readable(em, principal, asset.project.id).catch(() => {
       throw notFound('asset', id)
     })
     return { asset, right }
   }
 
   /** an asset the user may change: write right on its project, project not frozen */
-  async writable(ctx: MamContext, id: number): Promise<Asset> {
-    const { asset } = await this.readable(ctx, id)
-    await this.projects.writable(ctx, asset.project.id)
+  async writable(em: EntityManager, principal: Principal, id: number): Promise<Asset> {
+    const { asset } = await this.readable(em, principal, id)
+    await this.projects.writable(em, principal, asset.project.id)
     return asset
   }
 

@@ -43,7 +43,7 @@ export function registerShareRoutes({ routes }: RegisterApi) {
 
   routes.put('/assets/:id/share_via_email', { access: 'authenticated', params: IdParams, input: ShareInput, summary: 'share the asset with a user through an email address (an expiring link to its low-res proxy)' }, async (ctx) => {
     // sharing is a read: read access suffices and a frozen project does not block it
-    const { asset } = await assets(ctx).readable(ctx, ctx.params.id)
+    const { asset } = await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     if (!playable(ctx, asset)) {
       // an analysed `other` asset never gets one; anything else may still be on its way
       const why = asset.type === 'other' && asset.analysisState === 'ready' ? 'is of type other and has no playable proxy to share' : `has no playable proxy yet (analysis_state: ${asset.analysisState}, proxy_state: ${asset.proxyState})`
@@ -88,7 +88,7 @@ export function registerShareRoutes({ routes }: RegisterApi) {
   })
 
   routes.get('/assets/:id/shares', { access: 'authenticated', params: IdParams, input: ListInput, summary: 'the email shares of an asset, newest first' }, async (ctx) => {
-    const { asset } = await assets(ctx).readable(ctx, ctx.params.id)
+    const { asset } = await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     const perPage = ctx.input.per_page ?? 100
     const [shares, total] = await ctx.em.findAndCount(AssetShare, { asset }, { populate: ['sharedBy'], orderBy: { createdAt: 'desc', id: 'desc' }, limit: perPage, offset: ((ctx.input.page ?? 1) - 1) * perPage })
     ctx.set('X-Total-Count', String(total))
@@ -96,7 +96,7 @@ export function registerShareRoutes({ routes }: RegisterApi) {
   })
 
   routes.delete('/assets/:id/shares/:share_id', { access: 'authenticated', params: ShareParams, summary: 'revoke an email share (its sharer, or a user with write on the project)' }, async (ctx) => {
-    const { asset, right } = await assets(ctx).readable(ctx, ctx.params.id)
+    const { asset, right } = await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     const share = await ctx.em.findOne(AssetShare, { id: ctx.params.share_id, asset }, { populate: ['sharedBy'] })
     if (!share) throw notFound('asset share', ctx.params.share_id)
     // revoking withdraws a read, it does not change the project: write right is enough, frozen or not

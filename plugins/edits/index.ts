@@ -1,6 +1,6 @@
-import { asFunction } from 'awilix'
 import { definePlugin } from '../../core/plugin/contract.js'
-import type { MamConfig } from '../../core/config.js'
+import { aliasOf, coreServices } from '../../core/plugin/services.js'
+import { editServices } from './refs.js'
 import { conflict } from '../../core/errors.js'
 import type { ProjectGuards, ProjectService } from '../projects/index.js'
 import { EditSchema, EditSession, EditSessionSchema } from './entities.js'
@@ -14,6 +14,7 @@ import { projectHolders } from './project-holders.js'
 
 export { Edit, EditSession } from './entities.js'
 export { EditService } from './service.js'
+export { editServices } from './refs.js'
 export { mountRootOf } from './workspace.js'
 
 /**
@@ -30,7 +31,8 @@ export const editsPlugin = definePlugin({
   entities: [EditSchema, EditSessionSchema],
   migrations,
   register(api) {
-    api.provide('edits', asFunction(({ config }: { config: MamConfig }) => new EditService(config)).singleton())
+    api.provide(editServices.service, (r) => new EditService(r(coreServices.config)))
+    api.provide('edits', aliasOf(editServices.service)) // legacy string key
     registerEditRoutes(api)
     registerSessionRoutes(api)
     registerSubprojectRoutes(api)

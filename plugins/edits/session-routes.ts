@@ -16,7 +16,7 @@ const options = (summary: string): RouteOptions<typeof IdParams, typeof EditRefI
  */
 export function registerSessionRoutes({ routes }: RegisterApi) {
   routes.put('/projects/:id/mount', options("expose a project on an edit's workspace (job)"), async (ctx) => {
-    const project = await projectsOf(ctx).writable(ctx, ctx.params.id)
+    const project = await projectsOf(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     const edit = await editOf(ctx)
     await assertNoOtherEdit(ctx, project, edit, false)
     const row = await hold(ctx, edit, project, { kind: 'mount' })
@@ -24,7 +24,7 @@ export function registerSessionRoutes({ routes }: RegisterApi) {
   })
 
   routes.put('/projects/:id/open', options('open a project for write on an edit: mounts it there and keeps other edits out (job)'), async (ctx) => {
-    const project = await projectsOf(ctx).writable(ctx, ctx.params.id)
+    const project = await projectsOf(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     const edit = await editOf(ctx)
     await assertNoOtherEdit(ctx, project, edit, true)
     project.lastOpenedBy = ctx.em.getReference(User, ctx.user!.userId)
@@ -52,7 +52,7 @@ export function registerSessionRoutes({ routes }: RegisterApi) {
   })
 
   routes.put('/projects/:id/sync', options('save and reload: renews every mount of the project and of its subprojects (job)'), async (ctx) => {
-    const project = await projectsOf(ctx).writable(ctx, ctx.params.id)
+    const project = await projectsOf(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     const edit = await editOf(ctx)
     if (!(await ctx.em.count(EditSession, { edit, project, kind: 'mount', openedAt: { $ne: null } }))) throw conflict(`Project "${project.name}" is not open on edit ${edit.name}`)
     const rows = await ctx.em.find(EditSession, { $or: [{ project }, { parent: project }], ...LIVE })
@@ -63,7 +63,7 @@ export function registerSessionRoutes({ routes }: RegisterApi) {
   })
 
   routes.put('/projects/:id/refreshmountedproject', options("renew a project's mount on an edit and the subprojects mounted in it (job)"), async (ctx) => {
-    const project = await projectsOf(ctx).writable(ctx, ctx.params.id)
+    const project = await projectsOf(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     const edit = await editOf(ctx)
     const row = await ctx.em.findOne(EditSession, { edit, project, kind: 'mount', ...LIVE })
     if (!row) throw conflict(`Project "${project.name}" is not mounted on edit ${edit.name}`)

@@ -30,7 +30,7 @@ export function editOf(ctx: MamContext, optional = false) {
 
 /** releasing someone's hold needs the write right, but works on frozen projects: nobody stays locked in */
 export async function releasable(ctx: MamContext, id: number): Promise<Project> {
-  const { project, right } = await projectsOf(ctx).readable(ctx, id)
+  const { project, right } = await projectsOf(ctx).readable(ctx.em, ctx.requireUser(), id)
   if (right === 'read') throw forbidden('You may read this project but not close or unmount it')
   return project
 }

@@ -16,7 +16,7 @@ const MAX_DEPTH = 1000
 /** the `subproject_id` project, writable, and not the parent itself */
 async function subprojectOf(ctx: MamContext, parent: Project): Promise<Project> {
   if (ctx.input.subproject_id === parent.id) throw invalidParam('subproject_id', 'is the project itself')
-  return projectsOf(ctx).writable(ctx, ctx.input.subproject_id)
+  return projectsOf(ctx).writable(ctx.em, ctx.requireUser(), ctx.input.subproject_id)
 }
 
 function assertChild(parent: Project, sub: Project) {
@@ -28,7 +28,7 @@ export function registerSubprojectRoutes({ routes }: RegisterApi) {
   const show = async (ctx: MamContext, p: Project) => ({ project: await projectsOf(ctx).one(ctx, p) })
 
   routes.put('/projects/:id/addsubproject', options('make another project a subproject of this one'), async (ctx) => {
-    const parent = await projectsOf(ctx).writable(ctx, ctx.params.id)
+    const parent = await projectsOf(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     const sub = await subprojectOf(ctx, parent)
     if (sub.parent && sub.parent.id !== parent.id) throw conflict(`Project "${sub.name}" is a subproject of project ${sub.parent.id} already; remove it there first`)
     let ancestor = parent.parent?.id
@@ -42,7 +42,7 @@ export function registerSubprojectRoutes({ routes }: RegisterApi) {
   })
 
   routes.delete('/projects/:id/removesubproject', options('detach a subproject from this project'), async (ctx) => {
-    const parent = await projectsOf(ctx).writable(ctx, ctx.params.id)
+    const parent = await projectsOf(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     const sub = await subprojectOf(ctx, parent)
     assertChild(parent, sub)
     const mounted = await ctx.em.find(EditSession, { project: sub, parent }, { populate: ['edit'] })
@@ -53,7 +53,7 @@ export function registerSubprojectRoutes({ routes }: RegisterApi) {
   })
 
   routes.put('/projects/:id/mountsubproject', options("expose a subproject inside its parent's mount on an edit (job)"), async (ctx) => {
-    const parent = await projectsOf(ctx).writable(ctx, ctx.params.id)
+    const parent = await projectsOf(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     const sub = await subprojectOf(ctx, parent)
     assertChild(parent, sub)
     const edit = await editOf(ctx)
@@ -68,7 +68,7 @@ export function registerSubprojectRoutes({ routes }: RegisterApi) {
   routes.delete('/projects/:id/umountsubproject', options("take a subproject out of its parent's mount on an edit (job)"), async (ctx) => {
     const parent = await releasable(ctx, ctx.params.id)
     if (ctx.input.subproject_id === parent.id) throw invalidParam('subproject_id', 'is the project itself')
-    const { project: sub } = await projectsOf(ctx).readable(ctx, ctx.input.subproject_id)
+    const { project: sub } = await projectsOf(ctx).readable(ctx.em, ctx.requireUser(), ctx.input.subproject_id)
     const edit = await editOf(ctx)
     const row = await ctx.em.findOne(EditSession, { edit, project: sub, kind: 'subproject', parent, ...LIVE })
     if (!row) throw conflict(`Project "${sub.name}" is not mounted inside "${parent.name}" on edit ${edit.name}`)

@@ -7,17 +7,18 @@ import { IdParam, IdParams } from '../../core/http/schemas.js'
 import { forbidden, notFound } from '../../core/errors.js'
 import { iso } from '../../core/db/entity.js'
 import { AccessRight, Team } from './entities.js'
+import { identityServices } from './refs.js'
 
 export type Right = 'none' | 'read' | 'write' | 'admin'
 
 export interface ProtectedType {
   /** `project`, `gallery`, `preditor_sequence` … stored in access_rights.object_type */
   type: string
-  /** the routes' prefix: `/projects` */
-  prefix: string
   /** what 404 bodies call it */
   label: string
-  exists(em: EntityManager, id: number): Promise<boolean>
+  /** the table of the objects, and the column values of live ones (`{ deleted: false }`): existence checks */
+  table: string
+  live?: Record<string, unknown>
 }
 
 const RightFields = { read: Type.Optional(Type.Boolean()), write: Type.Optional(Type.Boolean()) }
@@ -49,18 +50,33 @@ export class AccessRightService {
     return 'none'
   }
 
-  /** 404 for users without any right: they must not learn that the object exists */
-  async assertRead(ctx: MamContext, p: Pick<ProtectedType, 'type' | 'label'>, id: number): Promise<Right> {
-    const right = await this.rightOf(ctx.user!, p.type, id)
-    if (right === 'none') throw notFound(p.label, id)
+  /**
+   * The principal's right on a live object; 404 when the object does not exist (administrators too)
+   * or the principal has no right on it: users must not learn that it exists.
+   */
+  async assertRead(principal: Principal, p: ProtectedType, id: number): Promise<Right> {
+    const [found, right] = await Promise.all([this.exists(p, id), this.rightOf(principal, p.type, id)])
+    if (!found || right === 'none') throw notFound(p.label, id)
     return right
   }
 
   /** 404 without a right, 403 with read only */
-  async assertWrite(ctx: MamContext, p: Pick<ProtectedType, 'type' | 'label'>, id: number): Promise<Right> {
-    const right = await this.assertRead(ctx, p, id)
+  async assertWrite(principal: Principal, p: ProtectedType, id: number): Promise<Right> {
+    const right = await this.assertRead(principal, p, id)
     if (right === 'read') throw forbidden(`You may read this ${p.label} but not change it`)
     return right
+  }
+
+  async exists(p: ProtectedType, id: number): Promise<boolean> {
+    return Boolean(await this.knex(p.table).where({ ...p.live, id }).first('id'))
+  }
+
+  /**
+   * Limits a list query to the objects the principal can read (`column` holds their ids); no
+   * change for administrators.
+   */
+  scope<Q extends Knex.QueryBuilder>(query: Q, principal: Principal, type: string, column: string): Q {
+    return principal.isAdmin ? query : (query.whereIn(column, this.readableIds(principal, type)) as Q)
   }
 
   /** ids of the objects of `type` that a user can read, as a subquery for list filters */
@@ -133,56 +149,55 @@ export class AccessRightService {
  * The six team-right routes under a plugin's prefix: GET/PUT /:id/teams, DELETE /:id/teams/:team_id,
  * GET /:id/effective_access_rights, PUT /:id/update_teams, PUT /update_teams/:team_id.
  */
-export function mountAccessRightRoutes({ routes }: RegisterApi, p: ProtectedType) {
-  const service = (ctx: MamContext) => ctx.resolve<AccessRightService>('accessRights')
+export function mountAccessRightRoutes({ routes, use }: RegisterApi, prefix: string, p: ProtectedType) {
+  const rights = use(identityServices.accessRights)
   const object = async (ctx: MamContext, write: boolean) => {
     const id = ctx.params.id as number
-    if (!(await p.exists(ctx.em, id))) throw notFound(p.label, id)
-    await (write ? service(ctx).assertWrite(ctx, p, id) : service(ctx).assertRead(ctx, p, id))
+    await (write ? rights().assertWrite(ctx.requireUser(), p, id) : rights().assertRead(ctx.requireUser(), p, id))
     return id
   }
   const team = async (ctx: MamContext, teamId: number) => {
     if (!(await ctx.em.count(Team, teamId))) throw notFound('team', teamId)
     return teamId
   }
-  const list = async (ctx: MamContext, id: number) => ({ teams: await service(ctx).teamsOf(ctx.em, p.type, id) })
+  const list = async (ctx: MamContext, id: number) => ({ teams: await rights().teamsOf(ctx.em, p.type, id) })
   const params = IdParams
 
-  routes.get(`${p.prefix}/:id/teams`, { access: 'authenticated', params, summary: `teams and their rights on a ${p.label}` }, async (ctx) => list(ctx, await object(ctx, false)))
+  routes.get(`${prefix}/:id/teams`, { access: 'authenticated', params, summary: `teams and their rights on a ${p.label}` }, async (ctx) => list(ctx, await object(ctx, false)))
 
-  routes.get(`${p.prefix}/:id/effective_access_rights`, { access: 'authenticated', params, summary: `users mapped to the team that gives them access to a ${p.label}` }, async (ctx) => ({
-    hash: await service(ctx).effective(p.type, await object(ctx, false)),
+  routes.get(`${prefix}/:id/effective_access_rights`, { access: 'authenticated', params, summary: `users mapped to the team that gives them access to a ${p.label}` }, async (ctx) => ({
+    hash: await rights().effective(p.type, await object(ctx, false)),
   }))
 
-  routes.put(`${p.prefix}/:id/teams`, { access: 'authenticated', params, input: TeamRightInput, summary: `set one team's rights on a ${p.label}` }, async (ctx) => {
+  routes.put(`${prefix}/:id/teams`, { access: 'authenticated', params, input: TeamRightInput, summary: `set one team's rights on a ${p.label}` }, async (ctx) => {
     const id = await object(ctx, true)
-    await service(ctx).grant(ctx.em, p.type, id, await team(ctx, ctx.input.team_id), ctx.input)
+    await rights().grant(ctx.em, p.type, id, await team(ctx, ctx.input.team_id), ctx.input)
     return list(ctx, id)
   })
 
-  routes.delete(`${p.prefix}/:id/teams/:team_id`, { access: 'authenticated', params: ObjectTeamParams, summary: `remove a team's rights on a ${p.label}` }, async (ctx) => {
+  routes.delete(`${prefix}/:id/teams/:team_id`, { access: 'authenticated', params: ObjectTeamParams, summary: `remove a team's rights on a ${p.label}` }, async (ctx) => {
     const id = await object(ctx, true)
-    if (!(await service(ctx).revoke(ctx.em, p.type, id, await team(ctx, ctx.params.team_id)))) throw notFound('access right of team', ctx.params.team_id)
+    if (!(await rights().revoke(ctx.em, p.type, id, await team(ctx, ctx.params.team_id)))) throw notFound('access right of team', ctx.params.team_id)
     return list(ctx, id)
   })
 
-  routes.put(`${p.prefix}/:id/update_teams`, { access: 'authenticated', params, input: BulkForObject, summary: `replace all team rights on a ${p.label}` }, async (ctx) => {
+  routes.put(`${prefix}/:id/update_teams`, { access: 'authenticated', params, input: BulkForObject, summary: `replace all team rights on a ${p.label}` }, async (ctx) => {
     const id = await object(ctx, true)
     for (const t of ctx.input.teams) await team(ctx, t.team_id)
     await ctx.em.transactional(async (em) => {
       await em.nativeDelete(AccessRight, { objectType: p.type, objectId: id })
-      for (const t of ctx.input.teams) await service(ctx).grant(em, p.type, id, t.team_id, t)
+      for (const t of ctx.input.teams) await rights().grant(em, p.type, id, t.team_id, t)
     })
     return list(ctx, id)
   })
 
-  routes.put(`${p.prefix}/update_teams/:team_id`, { access: 'admin', params: TeamParams, input: BulkForTeam, summary: `set one team's rights on many ${p.label}s` }, async (ctx) => {
+  routes.put(`${prefix}/update_teams/:team_id`, { access: 'admin', params: TeamParams, input: BulkForTeam, summary: `set one team's rights on many ${p.label}s` }, async (ctx) => {
     const teamId = await team(ctx, ctx.params.team_id)
-    for (const r of ctx.input.access_rights) if (!(await p.exists(ctx.em, r.id))) throw notFound(p.label, r.id)
+    for (const r of ctx.input.access_rights) if (!(await rights().exists(p, r.id))) throw notFound(p.label, r.id)
     await ctx.em.transactional(async (em) => {
-      for (const r of ctx.input.access_rights) await service(ctx).grant(em, p.type, r.id, teamId, r)
+      for (const r of ctx.input.access_rights) await rights().grant(em, p.type, r.id, teamId, r)
     })
-    const rights = await ctx.em.find(AccessRight, { objectType: p.type, team: teamId }, { populate: ['team'], orderBy: { objectId: 'asc' } })
-    return { access_rights: rights.map((r) => service(ctx).serialize(r)) }
+    const granted = await ctx.em.find(AccessRight, { objectType: p.type, team: teamId }, { populate: ['team'], orderBy: { objectId: 'asc' } })
+    return { access_rights: granted.map((r) => rights().serialize(r)) }
   })
 }

@@ -1,8 +1,7 @@
-import { asFunction, asValue } from 'awilix'
 import { definePlugin } from '../../core/plugin/contract.js'
-import type { Knex, EntityManager } from '../../core/db/orm.js'
+import { aliasOf, coreServices } from '../../core/plugin/services.js'
+import { identityServices } from './refs.js'
 import type { MamConfig } from '../../core/config.js'
-import type { UserViews } from '../../core/auth/user-views.js'
 import { identityEntities } from './entities.js'
 import { migrations } from './migrations.js'
 import { TeamService } from './teams-service.js'
@@ -18,6 +17,7 @@ export { TeamService } from './teams-service.js'
 export { AccessRightService, mountAccessRightRoutes, type ProtectedType, type Right } from './access-rights.js'
 export { Team, AccessRight } from './entities.js'
 export { Mailer } from './mailer.js'
+export { identityServices } from './refs.js'
 
 /**
  * Who someone is and what they may touch: users, teams, access rights, login sessions, proof keys
@@ -32,9 +32,11 @@ export const identityPlugin = definePlugin({
   entities: identityEntities,
   migrations,
   register(api) {
-    api.provide('teams', asFunction(({ knex }: { knex: Knex }) => new TeamService(knex)).singleton())
-    api.provide('accessRights', asFunction(({ knex }: { knex: Knex }) => new AccessRightService(knex)).singleton())
-    api.provide('mailer', asValue(new Mailer(mailSettings(api.config))))
+    api.provide(identityServices.teams, (resolve) => new TeamService(resolve(coreServices.knex)))
+    api.provide(identityServices.accessRights, (resolve) => new AccessRightService(resolve(coreServices.knex)))
+    api.provide(identityServices.mailer, () => new Mailer(mailSettings(api.config)))
+    // legacy string keys, until every plugin resolves by ref
+    for (const [key, ref] of Object.entries(identityServices)) api.provide(key, aliasOf(ref))
     registerUserRoutes(api)
     registerTeamRoutes(api)
     registerSettingsRoutes(api)
@@ -42,13 +44,13 @@ export const identityPlugin = definePlugin({
     registerProofKeyRoutes(api)
   },
   async start({ resolve }) {
-    const em = resolve<EntityManager>('em')
-    const teams = resolve<TeamService>('teams')
+    const em = resolve(coreServices.em)
+    const teams = resolve(identityServices.teams)
     await teams.ensureOwnTeams(em)
-    resolve<UserViews>('userViews').add(async (em, users, json) => {
+    resolve(coreServices.userViews).add(async (em, users, json) => {
       if (users.length === 0) return
       const ids = users.map((u) => u.id)
-      const knex = resolve<Knex>('knex')
+      const knex = resolve(coreServices.knex)
       const memberships = await knex('team_memberships as m')
         .join('teams as t', 't.id', 'm.team_id')
         .whereIn('m.user_id', ids)

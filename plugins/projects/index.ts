@@ -1,8 +1,10 @@
-import { asFunction, asValue } from 'awilix'
 import { definePlugin } from '../../core/plugin/contract.js'
-import type { EntityManager } from '../../core/db/orm.js'
+import { aliasOf, coreServices } from '../../core/plugin/services.js'
+import { identityServices } from '../identity/refs.js'
+import { templateServices } from '../templates/refs.js'
+import { projectServices } from './refs.js'
 import { mountAccessRightRoutes } from '../identity/access-rights.js'
-import { ProjectSchema, Project } from './entities.js'
+import { ProjectSchema } from './entities.js'
 import { Role } from '../../core/auth/entities.js'
 import { migrations } from './migrations.js'
 import { ProjectService, PROJECT } from './service.js'
@@ -16,18 +18,14 @@ import { ProjectMoves } from './moves.js'
 import { ProjectRelocation } from './relocation.js'
 import { CREATE_KIND, repairCreation } from './creation.js'
 import { StorageJournal } from '../../core/storage/journal.js'
-import type { MamConfig } from '../../core/config.js'
-import type { Database } from '../../core/db/orm.js'
-import type { Logger } from 'pino'
 
 export { Project } from './entities.js'
+export { projectServices } from './refs.js'
 export { ProjectService, PROJECT } from './service.js'
 export { ProjectGuards, type ProjectGuard } from './guards.js'
 export { PathMoveHooks, type PathMove, type PathMoveHook } from './path-moves.js'
 export { projectScope } from './moves.js'
 export { ProjectViews, type ProjectDecorator, type ProjectJson } from './views.js'
-
-const exists = async (em: EntityManager, id: number) => (await em.count(Project, { id, deleted: false })) > 0
 
 /** Projects on storage (§4.20): created from templates, folders, libraries, freeze, quotas, trash. */
 export const projectsPlugin = definePlugin({
@@ -40,40 +38,39 @@ export const projectsPlugin = definePlugin({
   migrations,
   capabilities: { 'projects.create': 'Create projects' },
   register(api) {
-    api.provide('projects', asFunction((c: any) => new ProjectService(c.storages, c.templates, c.accessRights, c.teams, c.knex, c.storageJournal)).singleton())
-    api.provide('projectGuards', asValue(new ProjectGuards()))
-    api.provide('pathMoveHooks', asValue(new PathMoveHooks()))
-    // the journal of file operations that must end together with rows (moves here, uploads in assets)
-    api.provide(
-      'storageJournal',
-      asFunction(({ db, config, log }: { db: Database; config: MamConfig; log: Logger }) => new StorageJournal(db.knex, db.dialect, config.jobs.leaseMs, log))
-        .singleton()
-        .disposer((journal) => journal.close()),
+    const { service, guards, pathMoveHooks, storageJournal, moves, relocation } = projectServices
+    api.provide(service, (r) =>
+      new ProjectService(r(coreServices.storages), r(templateServices.service), r(identityServices.accessRights), r(identityServices.teams), r(coreServices.knex), r(storageJournal)),
     )
-    api.provide('projectMoves', asFunction((c: any) => new ProjectMoves(c.knex, c.storageJournal, c.pathMoveHooks, c.projects)).singleton())
-    api.provide('projectRelocation', asFunction((c: any) => new ProjectRelocation(c.knex, c.storageJournal, c.storages)).singleton())
+    api.provide(guards, () => new ProjectGuards())
+    api.provide(pathMoveHooks, () => new PathMoveHooks())
+    api.provide(storageJournal, (r) => new StorageJournal(r(coreServices.knex), r(coreServices.db).dialect, r(coreServices.config).jobs.leaseMs, r(coreServices.log)))
+    api.provide(moves, (r) => new ProjectMoves(r(coreServices.knex), r(storageJournal), r(pathMoveHooks), r(service)))
+    api.provide(relocation, (r) => new ProjectRelocation(r(coreServices.knex), r(storageJournal), r(coreServices.storages)))
+    // legacy string keys, until every plugin resolves by ref
+    for (const [key, ref] of Object.entries({ projects: service, projectGuards: guards, pathMoveHooks, storageJournal, projectMoves: moves, projectRelocation: relocation })) api.provide(key, aliasOf(ref))
     registerProjectRoutes(api)
     registerTreeRoutes(api)
     registerProjectReport(api)
     defineProjectJobs(api.jobs)
-    mountAccessRightRoutes(api, { ...PROJECT, exists })
+    mountAccessRightRoutes(api, '/projects', PROJECT)
   },
   async start({ resolve }) {
     // standard users create projects unless an administrator takes the capability away
-    const em = resolve<EntityManager>('em')
+    const em = resolve(coreServices.em)
     const role = await em.findOne(Role, { name: 'User', builtin: true })
     if (role && !('projects.create' in role.roleMatrix)) {
       role.roleMatrix = { ...role.roleMatrix, 'projects.create': true }
       await em.flush()
     }
-    resolve<ProjectMoves>('projectMoves').defineRepair()
-    resolve<ProjectRelocation>('projectRelocation').defineRepair()
-    const journal = resolve<StorageJournal>('storageJournal')
-    journal.define(CREATE_KIND, repairCreation(resolve('knex'), resolve('storages'), journal))
+    resolve(projectServices.moves).defineRepair()
+    resolve(projectServices.relocation).defineRepair()
+    const journal = resolve(projectServices.storageJournal)
+    journal.define(CREATE_KIND, repairCreation(resolve(coreServices.knex), resolve(coreServices.storages), journal))
   },
   async started({ resolve }) {
     // after every plugin's start, so the hooks of the plugins whose rows follow moves are in place
-    const journal = resolve<StorageJournal>('storageJournal')
+    const journal = resolve(projectServices.storageJournal)
     await journal.reconcile()
     journal.startSweeping()
   },

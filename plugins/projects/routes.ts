@@ -60,7 +60,7 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
   routes.get('/projects/search', { access: 'authenticated', input: ListInput, summary: 'search projects by a substring of name' }, list)
 
   routes.get('/projects/:id', { access: 'authenticated', params: IdParams, summary: 'show a project' }, async (ctx) => ({
-    project: await projects(ctx).one(ctx, (await projects(ctx).readable(ctx, ctx.params.id)).project),
+    project: await projects(ctx).one(ctx, (await projects(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)).project),
   }))
 
   routes.post('/projects', { access: 'projects.create', input: ProjectInput, summary: 'create a project from a template' }, async (ctx) => {
@@ -75,7 +75,7 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
   })
 
   routes.put('/projects/:id', { access: 'authenticated', params: IdParams, input: ProjectInput, summary: 'update a project' }, async (ctx) => {
-    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    const project = await projects(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     const f = fieldsOf(ctx.input)
     if (f.name !== undefined && f.name !== project.name) throw invalidParam('name', 'changes through PUT /projects/:id/rename, which moves the folder')
     for (const key of ['storage', 'template_id', 'templatename'] as const) if (f[key] !== undefined) throw invalidParam(key, 'cannot change after creation')
@@ -91,7 +91,7 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
 
   routes.delete('/projects/:id', { access: 'authenticated', params: IdParams, summary: 'move a project into the trash' }, async (ctx) => {
     const s = projects(ctx)
-    const project = await s.writable(ctx, ctx.params.id)
+    const project = await s.writable(ctx.em, ctx.requireUser(), ctx.params.id)
     await guards(ctx).check(ctx.em, project, 'delete')
     // a folder that vanished from storage does not block deletion
     await relocation(ctx).trash(project, path.posix.join(TRASH_DIR, project.uuid))
@@ -107,7 +107,7 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
 
   routes.put('/projects/:id/rename', { access: 'authenticated', params: IdParams, input: RenameInput, summary: 'rename a project and move its folder' }, async (ctx) => {
     const s = projects(ctx)
-    const project = await s.writable(ctx, ctx.params.id)
+    const project = await s.writable(ctx.em, ctx.requireUser(), ctx.params.id)
     await guards(ctx).check(ctx.em, project, 'rename')
     const name = ctx.input.name.normalize('NFC').trim()
     const folder = safeName(name)
@@ -122,14 +122,14 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
   })
 
   routes.delete('/projects/:id/delete_description', { access: 'authenticated', params: IdParams, summary: "clear a project's description" }, async (ctx) => {
-    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    const project = await projects(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     project.description = null
     await ctx.em.flush()
     return { project: await projects(ctx).one(ctx, project) }
   })
 
   routes.put('/projects/:id/flag_as_project', { access: 'authenticated', params: IdParams, summary: 'turn a library project back into an online project' }, async (ctx) => {
-    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    const project = await projects(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     if (!project.isLibraryProject) throw invalidParam('id', 'is not a library project')
     project.isLibraryProject = false
     await ctx.em.flush()
@@ -141,7 +141,7 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
     const found = await ctx.em.find(Project, { id: { $in: ids }, deleted: false })
     const missing = ids.filter((id) => !found.some((p) => p.id === id))
     if (missing.length) throw notFound('project', missing.join(', '))
-    for (const p of found) await projects(ctx).writable(ctx, p.id)
+    for (const p of found) await projects(ctx).writable(ctx.em, ctx.requireUser(), p.id)
     for (const p of found) p.encodingPriority = ctx.input.encoding_priority
     await ctx.em.flush()
     // work already waiting follows the new priority, not only work queued from now on

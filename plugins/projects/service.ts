@@ -8,7 +8,7 @@ import { safeName } from '../../core/storage/paths.js'
 import { iso } from '../../core/db/entity.js'
 import { MamError, conflict, notFound } from '../../core/errors.js'
 import { User } from '../../core/auth/entities.js'
-import type { AccessRightService, Right } from '../identity/access-rights.js'
+import type { AccessRightService, ProtectedType, Right } from '../identity/access-rights.js'
 import type { TeamService } from '../identity/teams-service.js'
 import type { TemplateService } from '../templates/service.js'
 import { TEMPLATE_TYPES } from '../templates/types.js'
@@ -24,7 +24,8 @@ import type { StorageJournal } from '../../core/storage/journal.js'
 import { ProjectViews, type ProjectJson } from './views.js'
 import type { Principal } from '../../core/auth/principal.js'
 
-export const PROJECT = { type: 'project', label: 'project', prefix: '/projects' } as const
+/** projects as objects teams get rights on */
+export const PROJECT = { type: 'project', label: 'project', table: 'projects', live: { deleted: false } } as const satisfies ProtectedType
 export const TRASH_DIR = '.mamkit-trash'
 
 export interface NewProject {
@@ -74,11 +75,13 @@ export class ProjectService {
     return realpath(this.pathOf(row as Project))
   }
 
-  /** a project the user can read (404 otherwise, also for deleted ones) */
-  async readable(ctx: MamContext, id: number): Promise<{ project: Project; right: Right }> {
-    const project = await ctx.em.findOne(Project, { id, deleted: false }, { populate: ['frozenBy', 'createdBy', 'lastOpenedBy'], strategy: 'joined' })
-    if (!project) throw notFound('project', id)
-    const right = await this.accessRights.assertRead(ctx, PROJECT, id)
+  /** a project the principal can read (404 otherwise, also for deleted ones) */
+  async readable(em: EntityManager, principal: Principal, id: number): Promise<{ project: Project; right: Right }> {
+    const [project, right] = await Promise.all([
+      em.findOne(Project, { id, deleted: false }, { populate: ['frozenBy', 'createdBy', 'lastOpenedBy'], strategy: 'joined' }),
+      this.accessRights.rightOf(principal, PROJECT.type, id),
+    ])
+    if (!project || right === 'none') throw notFound('project', id)
     return { project, right }
   }
 
@@ -86,16 +89,15 @@ export class ProjectService {
    * The same check as `readable`, answering the project's id and name from one plain row: for hot
    * read paths (asset listings) that need no entity (an entity load with its users costs ~3 ms).
    */
-  async readableSummary(ctx: MamContext, id: number): Promise<{ id: number; name: string; right: Right }> {
-    const row = await this.knex('projects').where({ id, deleted: false }).first('id', 'name')
-    if (!row) throw notFound('project', id)
-    const right = await this.accessRights.assertRead(ctx, PROJECT, id)
+  async readableSummary(principal: Principal, id: number): Promise<{ id: number; name: string; right: Right }> {
+    const [row, right] = await Promise.all([this.knex('projects').where({ id, deleted: false }).first('id', 'name'), this.accessRights.rightOf(principal, PROJECT.type, id)])
+    if (!row || right === 'none') throw notFound('project', id)
     return { id: Number(row.id), name: row.name, right }
   }
 
-  /** a project the user may change: write right (403 with read only), not frozen (423) */
-  async writable(ctx: MamContext, id: number): Promise<Project> {
-    const { project, right } = await this.readable(ctx, id)
+  /** a project the principal may change: write right (403 with read only), not frozen (423) */
+  async writable(em: EntityManager, principal: Principal, id: number): Promise<Project> {
+    const { project, right } = await this.readable(em, principal, id)
     if (right === 'read') throw new MamError('forbidden', 'You may read this project but not change it')
     this.assertNotFrozen(project)
     return project
@@ -204,6 +206,46 @@ export class ProjectService {
       if (team.spaceUsed + extra > team.quota!)
         throw new MamError('insufficient_storage', `Team "${team.name}" would exceed its quota of ${team.quota} bytes (${team.spaceUsed} used)`, { team_id: team.id, quota: team.quota, space_used: team.spaceUsed })
     }
+  }
+
+  /**
+   * Adds `bytes` to the project's size inside the caller's transaction, refusing (507) what would take
+   * the project or a team that can write it over its quota. `assertSpace` answers early from what was
+   * read before; this is the check that holds when uploads run side by side: the conditional update
+   * waits on the row another transaction is charging and re-evaluates against its new size.
+   */
+  async chargeSpace(trx: Knex, projectId: number, bytes: number): Promise<void> {
+    const charged = await trx('projects')
+      .where({ id: projectId })
+      .andWhere((q) => q.whereNull('quota').orWhereRaw('size + ? <= quota', [bytes]))
+      .update({ size: trx.raw('size + ?', [bytes]), updated_at: new Date() })
+    if (!charged) {
+      const row = await trx('projects').where({ id: projectId }).first('name', 'size', 'quota')
+      throw new MamError('insufficient_storage', `Project "${row?.name}" would exceed its quota of ${row?.quota} bytes (${row?.size} used)`, { quota: Number(row?.quota), size: Number(row?.size) })
+    }
+    const over = await trx('teams as t')
+      .join('access_rights as own', function () {
+        this.on('own.team_id', '=', 't.id').andOnVal('own.object_type', '=', PROJECT.type).andOnVal('own.object_id', '=', projectId).andOnVal('own.write', '=', true)
+      })
+      .join('access_rights as ar', function () {
+        this.on('ar.team_id', '=', 't.id').andOnVal('ar.object_type', '=', PROJECT.type).andOnVal('ar.write', '=', true)
+      })
+      .join('projects as p', function () {
+        this.on('p.id', '=', 'ar.object_id').andOnVal('p.deleted', '=', false)
+      })
+      .whereNotNull('t.quota')
+      .groupBy('t.id', 't.name', 't.quota')
+      .havingRaw('sum(p.size) > t.quota')
+      .first('t.id', 't.name', 't.quota', trx.raw('sum(p.size) as used'))
+    if (over)
+      throw new MamError('insufficient_storage', `Team "${over.name}" would exceed its quota of ${over.quota} bytes`, { team_id: Number(over.id), quota: Number(over.quota), space_used: Number(over.used) - bytes })
+  }
+
+  /** adds `bytes` to the project's size in the database (an increment: concurrent writers add up) and reloads it into the entity */
+  async addSize(project: Project, bytes: number): Promise<void> {
+    await this.knex('projects').where({ id: project.id }).update({ size: this.knex.raw('size + ?', [bytes]), updated_at: new Date() })
+    const row = await this.knex('projects').where({ id: project.id }).first('size')
+    project.size = Number(row?.size ?? project.size + bytes)
   }
 
   /** re-adds every write team's space_used from the sizes of the projects it can write */

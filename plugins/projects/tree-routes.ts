@@ -25,7 +25,7 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
   const show = async (ctx: MamContext, p: Project) => ({ project: await projects(ctx).one(ctx, p) })
   /** a project the caller may write (403 with read only), frozen or not */
   const writer = async (ctx: MamContext, action: string) => {
-    const { project, right } = await projects(ctx).readable(ctx, ctx.params.id)
+    const { project, right } = await projects(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     if (right === 'read') throw forbidden(`You may read this project but not ${action} it`)
     return project
   }
@@ -40,7 +40,7 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
 
   routes.put('/projects/:id/addtemplate', { access: 'authenticated', params: IdParams, input: TemplateRefInput, summary: "merge another template's tree into a project without overwriting files" }, async (ctx) => {
     const s = projects(ctx)
-    const project = await s.writable(ctx, ctx.params.id)
+    const project = await s.writable(ctx.em, ctx.requireUser(), ctx.params.id)
     const { template_id, templatename } = ctx.input
     if (template_id === undefined && templatename === undefined) throw invalidParam('template_id', 'or templatename is required')
     const template = template_id !== undefined ? await ctx.em.findOne(Template, template_id) : await ctx.em.findOne(Template, { name: templatename })
@@ -49,7 +49,8 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
     const source = ctx.resolve<TemplateService>('templates').directoryOf(template)
     // the template's size bounds what the merge adds (507 before anything is written)
     await s.assertSpace(ctx.em, project, await treeSize(source))
-    const added = await copyTemplateTree(source, s.pathOf(project), {
+    // not beside a rename of the project or a move of its folders: the copy goes where the folder is now
+    const added = await ctx.resolve<StorageJournal>('storageJournal').hold(projectScope(project.id), {}, async () => copyTemplateTree(source, await s.currentRoot(project.id), {
       patterns: template.substitutionPatterns,
       context: { projectName: project.name, userName: user.username, date: new Date() },
       type: TEMPLATE_TYPES.find((t) => t.id === template.templateType) ?? TEMPLATE_TYPES[0],
@@ -58,28 +59,28 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
     }).catch((err) => {
       if (err.code === 'ENOENT') throw notFound('folder of template', template.id)
       throw err
-    })
-    project.size += added
-    await ctx.em.flush()
+    }))
+    // an increment, not the entity's total: uploads running beside it add to the same size
+    await s.addSize(project, added)
     await s.refreshTeamSpace(project.id)
     return show(ctx, project)
   })
 
   routes.put('/projects/:id/create_folder', { access: 'authenticated', params: IdParams, input: CreateFolderInput, summary: 'create a folder in a project' }, async (ctx) => {
-    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    const project = await projects(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     // not inside a folder that is being moved, nor while the project's folder is renamed
     await ctx.resolve<StorageJournal>('storageJournal').hold(projectScope(project.id), {}, async () => createFolder(await projects(ctx).currentRoot(project.id), ctx.input.path))
     return show(ctx, project)
   })
 
   routes.put('/projects/:id/rename_folder', { access: 'authenticated', params: IdParams, input: RenameFolderInput, summary: 'rename a folder in a project' }, async (ctx) => {
-    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    const project = await projects(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     await ctx.resolve<ProjectMoves>('projectMoves').move(project, async (root) => [await planRenameFolder(root, ctx.input.path, ctx.input.name)])
     return show(ctx, project)
   })
 
   routes.put('/projects/:id/move_contents', { access: 'authenticated', params: IdParams, input: MoveContentsInput, summary: 'move files and folders into another folder' }, async (ctx) => {
-    const project = await projects(ctx).writable(ctx, ctx.params.id)
+    const project = await projects(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     const sources = Array.isArray(ctx.input.source) ? ctx.input.source : [ctx.input.source]
     await ctx.resolve<ProjectMoves>('projectMoves').move(project, (root) => planMoveContents(root, sources, ctx.input.destination))
     return show(ctx, project)
@@ -94,7 +95,7 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
   })
 
   routes.delete('/projects/:id/unfreeze', { access: 'authenticated', params: IdParams, summary: 'unfreeze a project (who froze it, or an administrator)' }, async (ctx) => {
-    const { project, right } = await projects(ctx).readable(ctx, ctx.params.id)
+    const { project, right } = await projects(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     if (!project.frozenAt) throw conflict(`Project "${project.name}" is not frozen`)
     if (right !== 'admin' && project.frozenBy?.id !== ctx.user!.userId) throw forbidden(`Only ${project.frozenBy?.username ?? 'an administrator'} or an administrator can unfreeze this project`)
     const changed = await ctx.em.nativeUpdate(Project, { id: project.id, frozenAt: { $ne: null }, frozenBy: project.frozenBy?.id ?? null }, { frozenAt: null, frozenBy: null })
@@ -103,14 +104,14 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
   })
 
   routes.put('/projects/:id/quota', { access: 'admin', params: IdParams, input: QuotaInput, summary: "set a project's quota in bytes (null: none)" }, async (ctx) => {
-    const { project } = await projects(ctx).readable(ctx, ctx.params.id)
+    const { project } = await projects(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     project.quota = ctx.input.quota
     await ctx.em.flush()
     return show(ctx, project)
   })
 
   const teamQuota = (reset: boolean) => async (ctx: MamContext) => {
-    const { project } = await projects(ctx).readable(ctx, ctx.params.id)
+    const { project } = await projects(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     const team = await ctx.em.findOne(Team, ctx.params.team_id)
     if (!team) throw notFound('team', ctx.params.team_id)
     if (!reset && ctx.input.quota === undefined) throw invalidParam('quota', 'is required')

@@ -1,5 +1,6 @@
-import { asValue } from 'awilix'
 import { definePlugin } from '../../core/plugin/contract.js'
+import { aliasOf } from '../../core/plugin/services.js'
+import { statusFlagServices } from './refs.js'
 import { ProjectStatusFlagSchema, StatusFlagSchema } from './entities.js'
 import { migrations } from './migrations.js'
 import { registerStatusFlagRoutes } from './routes.js'
@@ -7,6 +8,7 @@ import { StatusFlagService } from './service.js'
 
 export { StatusFlag, ProjectStatusFlag } from './entities.js'
 export { StatusFlagService } from './service.js'
+export { statusFlagServices } from './refs.js'
 
 /** Coloured status flags on projects (§4.20, §4.22): unscoped ones of this site, scoped ones that came with transferred projects. */
 export const statusFlagsPlugin = definePlugin({
@@ -18,7 +20,8 @@ export const statusFlagsPlugin = definePlugin({
   entities: [StatusFlagSchema, ProjectStatusFlagSchema],
   migrations,
   register(api) {
-    api.provide('statusFlags', asValue(new StatusFlagService()))
+    api.provide(statusFlagServices.service, () => new StatusFlagService())
+    api.provide('statusFlags', aliasOf(statusFlagServices.service)) // legacy string key
     registerStatusFlagRoutes(api)
   },
 })

@@ -20,7 +20,7 @@ export function registerStatusFlagRoutes({ routes }: RegisterApi) {
     const s = flags(ctx)
     const flag = await s.get(ctx.em, ctx.params.id)
     // a scoped flag is as visible as the project it came with
-    if (flag.scopeProjectId !== null && !ctx.user!.isAdmin) await projects(ctx).readable(ctx, flag.scopeProjectId)
+    if (flag.scopeProjectId !== null && !ctx.user!.isAdmin) await projects(ctx).readable(ctx.em, ctx.requireUser(), flag.scopeProjectId)
     return { status_flag: s.serialize(flag) }
   })
 
@@ -46,7 +46,7 @@ export function registerStatusFlagRoutes({ routes }: RegisterApi) {
   })
 
   routes.get('/projects/:id/status_flags', { access: 'authenticated', params: IdParams, summary: 'status flags available to a project, each with `set`' }, async (ctx) => {
-    const { project } = await projects(ctx).readable(ctx, ctx.params.id)
+    const { project } = await projects(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     const s = flags(ctx)
     const { flags: available, set } = await s.availableTo(ctx.em, project.id)
     return { array: available.map((f) => s.serialize(f, set.has(f.id))) }
@@ -56,7 +56,7 @@ export function registerStatusFlagRoutes({ routes }: RegisterApi) {
     '/projects/:id/status_flags/:status_flag_id',
     { access: 'authenticated', params: ProjectFlagParams, input: ToggleInput, summary: 'toggle a status flag on a project (or set it with set=true|false)' },
     async (ctx) => {
-      const project = await projects(ctx).writable(ctx, ctx.params.id)
+      const project = await projects(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
       const s = flags(ctx)
       const flag = await s.availableFlag(ctx.em, project.id, ctx.params.status_flag_id)
       const set = await s.setOn(ctx.em, project.id, flag, ctx.input.set, ctx.user!.userId)

@@ -1,13 +1,14 @@
 import path from 'node:path'
-import { asFunction } from 'awilix'
 import { definePlugin } from '../../core/plugin/contract.js'
-import type { MamConfig } from '../../core/config.js'
+import { aliasOf, coreServices } from '../../core/plugin/services.js'
+import { templateServices } from './refs.js'
 import { TemplateSchema } from './entities.js'
 import { migrations } from './migrations.js'
 import { registerTemplateRoutes } from './routes.js'
 import { TemplateService } from './service.js'
 
 export { TemplateService } from './service.js'
+export { templateServices } from './refs.js'
 export { Template } from './entities.js'
 export * from './substitution.js'
 export { TEMPLATE_TYPES, type TemplateType } from './types.js'
@@ -21,7 +22,8 @@ export const templatesPlugin = definePlugin({
   migrations,
   capabilities: { 'templates.manage': 'Create, change, duplicate and delete templates' },
   register(api) {
-    api.provide('templates', asFunction(({ config }: { config: MamConfig }) => new TemplateService(path.join(config.dataDir, 'templates'))).singleton())
+    api.provide(templateServices.service, (r) => new TemplateService(path.join(r(coreServices.config).dataDir, 'templates')))
+    api.provide('templates', aliasOf(templateServices.service)) // legacy string key
     registerTemplateRoutes(api)
   },
 })

@@ -22,10 +22,10 @@ const children = new Set<ChildProcess>()
 process.on('exit', () => children.forEach((c) => c.exitCode === null && c.signalCode === null && c.kill('SIGKILL')))
 
 /** `mamkit serve` on a free port with short leases; resolves once it logged that it listens */
-export async function serveProcess(dataDir: string, databaseUrl?: string, extraArgs: string[] = []): Promise<ServerProcess> {
+export async function serveProcess(dataDir: string, databaseUrl?: string, extraArgs: string[] = [], extraEnv: NodeJS.ProcessEnv = {}): Promise<ServerProcess> {
   const env: NodeJS.ProcessEnv = {}
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('MAMKIT_')) env[k] = v
-  Object.assign(env, { MAMKIT_JOB_LEASE_MS: '1500', MAMKIT_JOB_POLL_MS: '200', MAMKIT_ADMIN_PASSWORD: ADMIN_PASSWORD, MAMKIT_LOG_LEVEL: 'info' })
+  Object.assign(env, { MAMKIT_JOB_LEASE_MS: '1500', MAMKIT_JOB_POLL_MS: '200', MAMKIT_ADMIN_PASSWORD: ADMIN_PASSWORD, MAMKIT_LOG_LEVEL: 'info' }, extraEnv)
   const args = [CLI, 'serve', '--port', '0', '--data-dir', dataDir, ...(databaseUrl ? ['--database-url', databaseUrl] : []), ...extraArgs]
   const child = spawn(process.execPath, args, { cwd: dataDir, env, stdio: ['ignore', 'pipe', 'pipe'] })
   children.add(child)

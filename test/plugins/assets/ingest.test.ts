@@ -176,3 +176,25 @@ onEachDatabase(t, 'addassets registers files already in the tree; bad paths are 
   assertProblem(t, await add(s.user.token, { paths: ['A/three.txt'] }), 423)
   t.equal(await count(), n)
 })
+
+onEachDatabase(t, 'concurrent uploads cannot overrun a quota together: the charge is checked in the transaction that writes the rows', async (t, s) => {
+  const p = await createProject(s, s.user, { name: 'Tight' })
+  t.equal((await s.request('PUT', `/projects/${p.id}/quota`, { token: s.admin.token, json: { quota: 1000 } })).status, 200)
+  // ten uploads of 300 bytes each pass the early check side by side; only three fit
+  const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => upload(s, s.user.token, p.id, [{ name: `part${i}.bin`, data: Buffer.alloc(300, i) }])))
+  const ok = answers.filter((a) => a.status === 201)
+  t.equal(ok.length, 3, 'three uploads fit')
+  for (const refused of answers.filter((a) => a.status !== 201)) t.match(refused, { status: 507, body: { code: 'insufficient_storage' } })
+  t.equal(Number((await row(s, 'projects', { id: p.id })).size), 900, 'the size counts what was accepted')
+  t.equal(Number((await s.runtime.db.knex('assets').where({ project_id: p.id }).count({ n: '*' }))[0].n), 3, 'rows for the accepted files only')
+  t.same((await readdir(p.path)).filter((n) => n.endsWith('.bin')).length, 3, 'files for the accepted uploads only')
+  t.equal(await tempUploads(s), 0, 'no temp files left')
+
+  // a team quota holds the same way
+  await s.request('PUT', `/projects/${p.id}/quota`, { token: s.admin.token, json: { quota: null } })
+  const own = Number((await row(s, 'teams', { owner_id: s.user.id })).id)
+  t.equal((await s.request('PUT', `/teams/${own}`, { token: s.admin.token, json: { team: { quota: 1500 } } })).status, 200)
+  const more = await Promise.all(Array.from({ length: 6 }, (_, i) => upload(s, s.user.token, p.id, [{ name: `more${i}.bin`, data: Buffer.alloc(200, i) }])))
+  t.equal(more.filter((a) => a.status === 201).length, 3, 'three more fit under the team quota of 1500 (900 used)')
+  t.equal(Number((await row(s, 'projects', { id: p.id })).size), 1500)
+})

@@ -167,3 +167,21 @@ onEachDatabase(t, 'a substituted name longer than the file system allows is refu
   t.same(await listTree(root), ['.mamkit-trash/'], 'no folder and no staging left')
   t.equal(Number((await s.runtime.db.knex('projects').count({ n: '*' }))[0].n), 0)
 })
+
+onEachDatabase(t, 'addtemplate beside uploads and a rename: the sizes add up and the files land in the renamed folder', async (t, s) => {
+  const extra = await makeTemplate(s, { name: 'Sized', files: { 'Docs/a.txt': 'x'.repeat(1000), 'Docs/b.txt': 'y'.repeat(500) } })
+  const p = await createProject(s, s.user, { name: 'Busy' })
+  const { upload } = await import('../../helpers/media.js')
+  const [merged, ...rest] = await Promise.all([
+    s.request('PUT', `/projects/${p.id}/addtemplate`, { token: s.user.token, json: { template_id: extra.id } }),
+    s.request('PUT', `/projects/${p.id}/rename`, { token: s.user.token, json: { name: 'Busy Renamed' } }),
+    ...Array.from({ length: 4 }, (_, i) => upload(s, s.user.token, p.id, [{ name: `u${i}.bin`, data: Buffer.alloc(100) }])),
+  ])
+  t.equal(merged.status, 200)
+  t.same(rest.map((r) => r.status), [200, 201, 201, 201, 201])
+  const project = await row(s, 'projects', { id: p.id })
+  t.equal(Number(project.size), 1500 + 400, 'the merge adds to the uploads instead of overwriting their sizes')
+  const root = path.join(path.dirname(p.path), project.folder)
+  t.ok(await exists(path.join(root, 'Docs', 'a.txt')), "the template's files are in the project's folder as it is named now")
+  t.notOk(await exists(p.path), 'nothing recreated the old folder')
+})

@@ -1,0 +1,13 @@
+import { createServiceRef } from '../../core/plugin/services.js'
+import type { AccessRightService } from './access-rights.js'
+import type { TeamService } from './teams-service.js'
+import type { Mailer } from './mailer.js'
+
+/** The identity plugin's services, for plugins that list `identity` in their dependsOn. */
+export const identityServices = {
+  /** team rights on projects, galleries, sequences …: checks, list scoping, grants */
+  accessRights: createServiceRef<AccessRightService>('identity.accessRights'),
+  teams: createServiceRef<TeamService>('identity.teams'),
+  /** outgoing mail over the configured SMTP server (503 when none is configured) */
+  mailer: createServiceRef<Mailer>('identity.mailer'),
+} as const

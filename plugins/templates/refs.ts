@@ -1,0 +1,7 @@
+import { createServiceRef } from '../../core/plugin/services.js'
+import type { TemplateService } from './service.js'
+
+/** The templates plugin's services, for plugins that list `templates` in their dependsOn. */
+export const templateServices = {
+  service: createServiceRef<TemplateService>('templates.service'),
+} as const
