@@ -25,6 +25,8 @@ import { Outbox } from './outbox.js'
 import { jobEventPayload, jobFailed, jobFinished } from './system/events.js'
 import { buildHttpApp } from './http/app.js'
 import { removeStaleUploads, uploadDirOf } from './http/uploads.js'
+import { RequestObservers } from './http/metrics.js'
+import { HealthChecks } from './system/health.js'
 
 export interface RuntimeOptions {
   /** feature plugins; the core plugin is always added first */
@@ -116,6 +118,8 @@ export class MamRuntime {
         await outbox.publish(trx, job.state === 'failed' ? jobFailed : jobFinished, jobEventPayload(job), { subjectId: job.id })
       }
       const container = createContainer({ injectionMode: InjectionMode.PROXY, strict: true })
+      const storages = new StorageRegistry(config)
+      const runner = new JobRunner(queue, loaded.jobs, container, config, events, log, (p) => features.isActive(p))
       const core: Record<keyof typeof coreServices, unknown> = {
         config,
         log,
@@ -129,10 +133,14 @@ export class MamRuntime {
         auth: new AuthService(db.knex, config, events, db.dialect),
         loginThrottle: new LoginThrottle(),
         userViews: new UserViews(),
-        storages: new StorageRegistry(config),
+        storages,
         mediaTools: new MediaTools(),
         plugins: loaded.plugins,
         capabilities: loaded.capabilities,
+        settings: loaded.settings,
+        routes: loaded.routes,
+        requests: new RequestObservers(),
+        health: new HealthChecks(db, loaded.plugins, runner, storages, config, options.runJobs !== false),
       }
       for (const [key, value] of Object.entries(core)) {
         if (key === 'em') continue
@@ -143,7 +151,6 @@ export class MamRuntime {
       container.register({ [coreServices.em.id]: fork, em: asFunction((c: any) => c[coreServices.em.id]).scoped(), orm: asValue(db.orm) })
       registerPluginServices(container, loaded)
       loaded.resolveRoot = (id) => container.resolve(id)
-      const runner = new JobRunner(queue, loaded.jobs, container, config, events, log, (p) => features.isActive(p))
       for (const phase of ['start', 'started'] as const) {
         for (const plugin of loaded.plugins) {
           if (!plugin[phase]) continue
@@ -159,7 +166,16 @@ export class MamRuntime {
       }
       // what a killed process was receiving when it died; newer files may be another process's uploads in progress
       await removeStaleUploads(uploadDirOf(config), Date.now() - process.uptime() * 1000)
-      const app = buildHttpApp({ routes: loaded.routes, container, auth: container.resolve('auth'), features, config, log, credentials: loaded.credentials })
+      const app = buildHttpApp({
+        routes: loaded.routes,
+        container,
+        auth: container.resolve('auth'),
+        features,
+        config,
+        log,
+        credentials: loaded.credentials,
+        observers: container.resolve<RequestObservers>(coreServices.requests.id),
+      })
       const runtime = new MamRuntime(config, log, events, loaded, db, container, features, jobs, runner, app)
       await outbox.resume() // events a stopped process had not handed out yet
       if (options.runJobs !== false) await runtime.startJobs()
@@ -245,9 +261,9 @@ function registerPluginServices(container: AwilixContainer, loaded: LoadedPlugin
       }
       return service.factory!(resolve)
     }
-    const resolver = asFunction(make)
-    const dispose = service.dispose
-    container.register(id, service.lifetime === 'request' ? resolver.scoped() : dispose ? resolver.singleton().disposer((s) => dispose(s)) : resolver.singleton())
+    let resolver = asFunction(make)
+    if (service.dispose) resolver = resolver.disposer(service.dispose as (value: unknown) => void | Promise<void>)
+    container.register(id, service.lifetime === 'request' ? resolver.scoped() : resolver.singleton())
   }
   for (const [id, service] of loaded.services) {
     if (service.resolver || service.lifetime === 'request') continue

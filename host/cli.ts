@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import path from 'node:path'
+import { readFileSync } from 'node:fs'
 import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import type { MamConfigInput } from '../core/config.js'
@@ -57,7 +58,9 @@ const USAGE = `mamkit <command> [options]
   routes                                    every route: METHOD path plugin access
   events                                    the event catalogue: name plugin subject description
 
-every command: [--data-dir DIR] [--database-url URL] [--plugin MODULE ...]
+every command: [--config mamkit.json] [--data-dir DIR] [--database-url URL] [--plugin MODULE ...]
+  (--config: a JSON file of settings, e.g. {"plugins": {"assets": {"proxy": {...}}, "platform": {...}}};
+   options on the command line win over it)
   (env MAMKIT_DATA_DIR, MAMKIT_DATABASE_URL, MAMKIT_PLUGINS=comma,separated)`
 
 function fail(message: string): never {
@@ -79,6 +82,7 @@ function parseCommandLine() {
         port: { type: 'string' },
         host: { type: 'string' },
         'data-dir': { type: 'string' },
+        config: { type: 'string' },
         'database-url': { type: 'string' },
         plugin: { type: 'string', multiple: true },
         username: { type: 'string' },
@@ -104,11 +108,33 @@ function portOf(value: string | undefined, source: string): number | undefined {
   return port
 }
 
+/** the --config file: MamConfigInput as JSON (dataDir, databaseUrl, port, host, logLevel, limits, jobs, http, auth, plugins) */
+function configFile(): MamConfigInput {
+  const file = values.config
+  if (!file) return {}
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(readFileSync(file, 'utf8'))
+  } catch (err) {
+    fail(`--config ${file}: ${(err as Error).message}`)
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) fail(`--config ${file}: the file holds a JSON object`)
+  const known = new Set(['dataDir', 'databaseUrl', 'port', 'host', 'logLevel', 'limits', 'jobs', 'http', 'auth', 'plugins'])
+  const unknown = Object.keys(parsed).filter((k) => !known.has(k))
+  if (unknown.length) fail(`--config ${file}: unknown keys ${unknown.join(', ')} (known: ${[...known].join(', ')})`)
+  const input = parsed as MamConfigInput
+  // relative folders are relative to the file, not to where the command runs
+  if (typeof input.dataDir === 'string') input.dataDir = path.resolve(path.dirname(file), input.dataDir)
+  return input
+}
+
+const fromFile = configFile()
 const config: MamConfigInput = {
-  dataDir: values['data-dir'],
-  databaseUrl: values['database-url'],
-  port: portOf(values.port, '--port') ?? portOf(process.env.MAMKIT_PORT, 'MAMKIT_PORT'),
-  host: values.host,
+  ...fromFile,
+  dataDir: values['data-dir'] ?? fromFile.dataDir,
+  databaseUrl: values['database-url'] ?? fromFile.databaseUrl,
+  port: portOf(values.port, '--port') ?? portOf(process.env.MAMKIT_PORT, 'MAMKIT_PORT') ?? fromFile.port,
+  host: values.host ?? fromFile.host,
 }
 
 /** partner plugins: modules whose default export is a plugin definition */

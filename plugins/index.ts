@@ -9,6 +9,7 @@ import { statusFlagsPlugin } from './status-flags/index.js'
 import { notificationsPlugin } from './notifications/index.js'
 import { webhooksPlugin } from './webhooks/index.js'
 import { markersPlugin } from './markers/index.js'
+import { platformPlugin } from './platform/index.js'
 
 /** Every feature plugin that ships with mamkit, one per line, in no particular order (the loader sorts them). */
 export const builtinPlugins: PluginDefinition[] = [
@@ -22,8 +23,10 @@ export const builtinPlugins: PluginDefinition[] = [
   notificationsPlugin,
   webhooksPlugin,
   markersPlugin,
+  platformPlugin,
 ]
 
 export { templatesPlugin, rolesPlugin, identityPlugin, projectsPlugin, statusFlagsPlugin, assetsPlugin, editsPlugin }
 export { notificationsPlugin, webhooksPlugin }
 export { markersPlugin }
+export { platformPlugin }

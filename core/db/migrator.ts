@@ -11,7 +11,8 @@ export interface Migration {
   up(knex: Knex, dialect: Dialect): Promise<void>
 }
 
-const TABLE = 'mamkit_migrations'
+export const MIGRATIONS_TABLE = 'mamkit_migrations'
+const TABLE = MIGRATIONS_TABLE
 // arbitrary constant: every mamkit process migrating the same PostgreSQL database takes this lock
 const PG_LOCK_ID = 7_005_001
 

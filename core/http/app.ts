@@ -16,6 +16,7 @@ import { coreCredentialResolver, type CredentialResolver } from './credentials.j
 import { dispatch, noAnswer, routeHandler, type RouteHandler, type Routed } from './dispatch.js'
 import { hasUploads, removeUploads } from './uploads.js'
 import type { MamContext } from './context.js'
+import type { RequestObservers } from './metrics.js'
 
 export interface HttpDeps {
   routes: CompiledRoute[]
@@ -26,6 +27,8 @@ export interface HttpDeps {
   log: Logger
   /** the plugins' credential resolvers (`RegisterApi.credentials.add`), asked after the core's own */
   credentials?: readonly CredentialResolver[]
+  /** told of every answered request (metrics, traffic counting) */
+  observers?: RequestObservers
 }
 
 export const API_PREFIX = '/api/v1'
@@ -42,6 +45,7 @@ export function buildHttpApp(deps: HttpDeps): Koa {
   const app = new Koa()
   app.silent = true
   extendContext(app, deps.container)
+  app.context.observers = deps.observers
   const dispatchDeps = {
     features: deps.features,
     config: deps.config,
@@ -84,9 +88,10 @@ function extendContext(app: Koa, container: AwilixContainer) {
 }
 
 function entry(deps: HttpDeps, routes: RouteTable<RouteHandler>): Koa.Middleware {
-  const { log, auth } = deps
+  const { log, auth, observers } = deps
   return (ctx) => {
-    const logged = log.isLevelEnabled('info')
+    // timed when the log or an observer wants it
+    const logged = log.isLevelEnabled('info') || observers?.any === true
     const started = logged ? performance.now() : 0
     const c = ctx as unknown as MamContext
     const requestId = requestIdOf(ctx.req)
@@ -153,8 +158,10 @@ function logRequest(ctx: MamContext, log: Logger, logged: boolean, started: numb
   if (!logged) return
   const ms = Math.round((performance.now() - started) * 10) / 10
   // the route pattern, not the path: paths can carry secrets (DELETE /proof_keys/:code_verifier)
-  const route = (ctx as Routed)._matchedRoute ?? ctx.path
-  log.info({ req_id: ctx.requestId, method: ctx.method, route, status: ctx.status, ms, user: ctx.user?.userId }, 'request')
+  const matched = (ctx as Routed)._matchedRoute
+  ;(ctx as { observers?: RequestObservers }).observers?.notify({ method: ctx.method, route: matched, status: ctx.status, ms, ctx })
+  const route = matched ?? ctx.path
+  if (log.isLevelEnabled('info')) log.info({ req_id: ctx.requestId, method: ctx.method, route, status: ctx.status, ms, user: ctx.user?.userId }, 'request')
 }
 
 /** the desktop application's headers (spec §5); header values are capped, never trusted as paths */

@@ -38,6 +38,8 @@ export class JobRunner {
   /** the next claim first fails jobs whose lease lapsed too often (set at start and by the poll timer) */
   private sweepDue = true
   private unsubscribe?: () => void
+  /** when the last claim round ended (readiness: a runner whose rounds stopped is stuck) */
+  private lastRoundAt = 0
 
   constructor(
     private readonly queue: JobQueue,
@@ -61,6 +63,11 @@ export class JobRunner {
     this.wake()
   }
 
+  /** whether this process runs jobs, how many it runs now, and when its last claim round ended (0: none yet) */
+  state(): { started: boolean; running: number; lastRoundAt: number } {
+    return { started: !this.stopped, running: this.running.size, lastRoundAt: this.lastRoundAt }
+  }
+
   /** called for NOTIFY from another process */
   wake(): void {
     if (this.stopped) return
@@ -69,6 +76,9 @@ export class JobRunner {
       return
     }
     this.claiming = this.claimAndRun()
+      .then(() => {
+        this.lastRoundAt = Date.now()
+      })
       .catch((err) => this.log.error({ err }, 'claiming jobs failed'))
       .finally(() => {
         this.claiming = undefined

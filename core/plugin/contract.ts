@@ -41,6 +41,8 @@ export interface RouteOptions<P extends SchemaSlot = SchemaSlot, I extends Schem
   scopes?: string[]
   /** one line shown by `mamkit routes` and in the OpenAPI document */
   summary?: string
+  /** the success body's schema, for the OpenAPI document (not checked at run time) */
+  response?: TSchema
 }
 
 /** the signed-in user as a route with this access sees it: always there unless the route is public */
@@ -92,7 +94,7 @@ export interface CredentialRegistrar {
 export interface ProvideOptions<T = unknown> {
   /** `singleton` (default): one per process; `request`: one per request or job (gets the scoped EntityManager) */
   lifetime?: 'singleton' | 'request'
-  /** runs when the runtime closes (timers, connections): singletons only */
+  /** runs when the runtime closes (or the request scope ends): stop timers and watchers the service started */
   dispose?(service: T): void | Promise<void>
 }
 

@@ -11,7 +11,10 @@ import type { LoginThrottle } from '../auth/throttle.js'
 import type { UserViews } from '../auth/user-views.js'
 import type { StorageRegistry } from '../storage/storages.js'
 import type { MediaTools } from '../media/tools.js'
-import type { PluginDefinition } from './contract.js'
+import type { PluginDefinition, RouteDefinition } from './contract.js'
+import type { PluginSettings } from './settings.js'
+import type { RequestObservers } from '../http/metrics.js'
+import type { HealthChecks } from '../system/health.js'
 
 /**
  * A typed name for a service in the container, like Backstage's service refs. The id is
@@ -59,6 +62,14 @@ export const coreServices = {
   mediaTools: createServiceRef<MediaTools>('core.mediaTools'),
   plugins: createServiceRef<readonly PluginDefinition[]>('core.plugins'),
   capabilities: createServiceRef<ReadonlyMap<string, { plugin: string; description: string }>>('core.capabilities'),
+  /** every plugin's settings in force (`api.settings()` reads them); GET/PUT /settings change them live */
+  settings: createServiceRef<PluginSettings>('core.settings'),
+  /** the route table as the plugins declared it (OpenAPI document, route listings) */
+  routes: createServiceRef<readonly RouteDefinition[]>('core.routes'),
+  /** listeners told of every answered request (metrics, traffic counting) */
+  requests: createServiceRef<RequestObservers>('core.requests'),
+  /** readiness checks of this process (GET /readyz) */
+  health: createServiceRef<HealthChecks>('core.health'),
 } as const
 
 /** every plugin a plugin may resolve services of: itself, the core, and what it depends on (transitively) */

@@ -18,8 +18,14 @@ const REFRESH_MS = 3000
  * is shared by every process on the database; read from memory on the request path and reloaded
  * every few seconds to see changes made by other processes.
  */
+/** which modules sold separately a license grants (set by the plugin that installs licenses) */
+export interface LicensePolicy {
+  grants(module: string): boolean
+}
+
 export class FeatureService {
   private rows = new Map<string, FeatureRow>()
+  private license?: LicensePolicy
   private readonly plugins: Map<string, PluginDefinition>
   private loadedAt = 0
   private refreshing?: Promise<void>
@@ -61,8 +67,23 @@ export class FeatureService {
     return this.switchedOn(name) && (this.plugins.get(name)?.dependsOn ?? []).every((d) => this.isActive(d))
   }
 
+  /**
+   * Puts a license in force (undefined: none). While one is, it alone decides the modules sold
+   * separately (those with `verifyActivationKey`): a module it does not grant is off and cannot be
+   * activated, whatever key is given; without a license their activation keys decide, as before.
+   */
+  useLicense(policy: LicensePolicy | undefined): void {
+    this.license = policy
+  }
+
+  /** a module sold separately that the license in force does not grant */
+  private unlicensed(name: string): boolean {
+    return this.license !== undefined && this.plugins.get(name)?.verifyActivationKey !== undefined && !this.license.grants(name)
+  }
+
   private switchedOn(name: string): boolean {
     if (this.plugins.get(name)?.required) return true
+    if (this.unlicensed(name)) return false
     return this.rows.get(name)?.active ?? this.plugins.get(name)?.activeByDefault !== false
   }
 
@@ -80,7 +101,9 @@ export class FeatureService {
 
   async activate(name: string, key: string | undefined) {
     const plugin = this.plugin(name)
-    if (plugin.verifyActivationKey) {
+    if (this.license && plugin.verifyActivationKey) {
+      if (this.unlicensed(name)) throw forbidden(`The license in force does not grant "${name}"; POST /api/v1/license with a license that does`)
+    } else if (plugin.verifyActivationKey) {
       if (!key) throw invalidParam('key', `is required to activate "${name}"`)
       if (!plugin.verifyActivationKey(key)) throw forbidden(`The activation key for "${name}" is not valid`)
     }

@@ -2,6 +2,7 @@ import { createReadStream } from 'node:fs'
 import { mkdir, open, rename, rm } from 'node:fs/promises'
 import path from 'node:path'
 import { Type } from 'typebox'
+import sharp from 'sharp'
 import type { RegisterApi } from '../../core/plugin/contract.js'
 import type { MamContext } from '../../core/http/context.js'
 import { IdParam } from '../../core/http/schemas.js'
@@ -12,6 +13,7 @@ import { findUser } from './users-routes.js'
 
 const UserParams = Type.Object({ user_id: IdParam })
 const MAX_BACKGROUND_BYTES = 10 * 1024 * 1024
+const MAX_BACKGROUND_PIXELS = 50_000_000
 
 /** recognised by their first bytes, never by the name the client gave */
 const IMAGE_TYPES: Array<{ ext: string; mime: string; magic: (b: Buffer) => boolean }> = [
@@ -67,6 +69,13 @@ export function registerSettingsRoutes({ routes, config }: RegisterApi) {
       const dir = folder(s.user.id)
       await mkdir(dir, { recursive: true })
       const name = `background.${type.ext}`
+      // decoded whole (every pixel read): a file that only starts like an image is refused
+      try {
+        await sharp(upload.tempPath, { limitInputPixels: MAX_BACKGROUND_PIXELS, failOn: 'error' }).stats()
+      } catch (err) {
+        if (/pixel limit/i.test((err as Error).message)) throw new MamError('payload_too_large', `The background has more than ${MAX_BACKGROUND_PIXELS} pixels`)
+        throw new MamError('unsupported_media_type', 'The background is not a readable JPEG, PNG or WebP image')
+      }
       await rename(upload.tempPath, path.join(dir, name))
       if (s.backgroundFile && s.backgroundFile !== name) await rm(path.join(dir, s.backgroundFile), { force: true })
       s.backgroundFile = name

@@ -1,4 +1,5 @@
 import t from 'tap'
+import sharp from 'sharp'
 import { createHash, randomBytes } from 'node:crypto'
 import { deflateSync } from 'node:zlib'
 import { readdir, readFile } from 'node:fs/promises'
@@ -291,6 +292,9 @@ onEachDatabase(t, 'settings: background image upload', async (t, s) => {
   png.copy(huge)
   const tooBig = await s.request('PUT', `/users/${me.id}/background`, { token: me.token, multipart: upload(huge, 'big.png', 'image/png') })
   assertProblem(t, tooBig, 413)
+  // only the first bytes of a PNG: decoded, not just sniffed
+  const truncated = Buffer.concat([png.subarray(0, 33), Buffer.alloc(200, 0x41)])
+  assertProblem(t, await s.request('PUT', `/users/${me.id}/background`, { token: me.token, multipart: upload(truncated, 'b.png', 'image/png') }), 415)
   t.same(await filesIn(dir), [], 'nothing stored for refused uploads')
   t.same(await filesIn(uploads), [], 'no temporary files left behind')
   const noFile = new FormData()
@@ -319,7 +323,10 @@ onEachDatabase(t, 'settings: background image upload', async (t, s) => {
   t.same(await filesIn(dir), ['background.png'])
 
   // a JPEG replaces the PNG
-  const jpeg = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), randomBytes(64), Buffer.from([0xff, 0xd9])])
+  const fakeJpeg = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), randomBytes(64), Buffer.from([0xff, 0xd9])])
+  assertProblem(t, await s.request('PUT', `/users/${me.id}/background`, { token: me.token, multipart: upload(fakeJpeg, 'b.jpg', 'image/jpeg') }), 415)
+  t.same(await filesIn(dir), ['background.png'], 'a file that only starts like a JPEG changes nothing')
+  const jpeg = await sharp({ create: { width: 16, height: 9, channels: 3, background: '#336699' } }).jpeg().toBuffer()
   t.equal((await s.request('PUT', `/users/${me.id}/background`, { token: me.token, multipart: upload(jpeg, 'b.jpg', 'image/jpeg') })).status, 200)
   t.same(await filesIn(dir), ['background.jpg'], 'the old image is removed')
   const again = await s.request('GET', `/users/${me.id}/background`, { token: me.token })
