@@ -66,7 +66,7 @@ import { fileURLToPath } from 'node:url'
 import { createRequire } from 'node:module'
 import { parseArgs, promisify } from 'node:util'
 import { crc32 } from 'node:zlib'
-import pg from 'pg'
+import { scratchDatabase } from '../core/testing/index.js'
 
 const HERE = fileURLToPath(import.meta.url)
 const requireModule = createRequire(import.meta.url)
@@ -352,22 +352,6 @@ class Child {
   }
 }
 
-async function scratchPostgres(adminUrl: string) {
-  const name = `mamkit_bench_${randomBytes(5).toString('hex')}`
-  const exec = async (sql: string) => {
-    const c = new pg.Client({ connectionString: adminUrl })
-    await c.connect()
-    try {
-      await c.query(sql)
-    } finally {
-      await c.end()
-    }
-  }
-  await exec(`create database ${name}`)
-  const url = new URL(adminUrl)
-  url.pathname = `/${name}`
-  return { url: url.toString(), drop: () => exec(`drop database if exists ${name} with (force)`) }
-}
 
 // ---------------------------------------------------------------------------------------------
 // measuring helpers
@@ -1238,10 +1222,10 @@ async function main() {
     for (const [n, db] of (serverSections.length ? dbs : []).entries()) {
       const dataDir = path.join(root, `data-${db}`)
       await mkdir(dataDir, { recursive: true })
-      const scratch = db === 'postgresql' ? await scratchPostgres(pgUrl!) : undefined
+      const scratch = db === 'postgresql' ? await scratchDatabase('postgresql', pgUrl!) : undefined
       if (scratch) scratches.push(scratch.drop)
       log(`${db}: starting a mamkit server …`)
-      const server = await Child.start(['--serve', JSON.stringify({ dataDir, databaseUrl: scratch?.url } satisfies ServerSpec)], values.profile ? path.resolve(values.profile, db) : undefined)
+      const server = await Child.start(['--serve', JSON.stringify({ dataDir, databaseUrl: scratch?.databaseUrl } satisfies ServerSpec)], values.profile ? path.resolve(values.profile, db) : undefined)
       children.add(server)
       try {
         if (sections.has('ingest')) {
@@ -1264,10 +1248,10 @@ async function main() {
       const db = dbs[0]
       const dataDir = path.join(root, `data-${db}-bundled`)
       await mkdir(dataDir, { recursive: true })
-      const scratch = db === 'postgresql' ? await scratchPostgres(pgUrl!) : undefined
+      const scratch = db === 'postgresql' ? await scratchDatabase('postgresql', pgUrl!) : undefined
       if (scratch) scratches.push(scratch.drop)
       log(`${db}: a second server with MAMKIT_FFPROBE=${tools.bundledFfprobe} …`)
-      const server = await Child.start(['--serve', JSON.stringify({ dataDir, databaseUrl: scratch?.url } satisfies ServerSpec)], undefined, { MAMKIT_FFPROBE: tools.bundledFfprobe })
+      const server = await Child.start(['--serve', JSON.stringify({ dataDir, databaseUrl: scratch?.databaseUrl } satisfies ServerSpec)], undefined, { MAMKIT_FFPROBE: tools.bundledFfprobe })
       children.add(server)
       try {
         results.ingest.push(await ingest(server, db, fx, o, tools.bundledFfprobe))

@@ -13,7 +13,6 @@
  * with their ratio to node:http and to Koa measured in the same run; absolute numbers drift.
  */
 import { fork, type ChildProcess } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -23,6 +22,7 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import autocannon, { type Result } from 'autocannon'
 import pg from 'pg'
+import { scratchDatabase } from '../core/testing/index.js'
 
 const HERE = fileURLToPath(import.meta.url)
 const API = '/api/v1'
@@ -212,22 +212,6 @@ async function prepareMamkit(dataDir: string, databaseUrl: string | undefined, t
   }
 }
 
-async function scratchPostgres(adminUrl: string) {
-  const name = `mamkit_bench_${randomBytes(5).toString('hex')}`
-  const run = async (sql: string) => {
-    const c = new pg.Client({ connectionString: adminUrl })
-    await c.connect()
-    try {
-      await c.query(sql)
-    } finally {
-      await c.end()
-    }
-  }
-  await run(`create database ${name}`)
-  const url = new URL(adminUrl)
-  url.pathname = `/${name}`
-  return { databaseUrl: url.toString(), drop: () => run(`drop database if exists ${name} with (force)`) }
-}
 
 interface Sample {
   result: Result
@@ -343,7 +327,7 @@ async function main() {
       { name: 'mamkit GET /session/user_id', kind: 'mamkit', path: `${API}/session/user_id`, token: sqliteKey, dataDir: sqliteDir, profileDir },
     ]
     if (pgAdmin) {
-      const scratch = await scratchPostgres(pgAdmin)
+      const scratch = await scratchDatabase('postgresql', pgAdmin)
       cleanup.push(scratch.drop)
       const pgDir = await mkdtemp(path.join(os.tmpdir(), 'mamkit-bench-'))
       cleanup.push(() => rm(pgDir, { recursive: true, force: true }))

@@ -22,7 +22,6 @@
  * baseline measured in the same run (absolute numbers drift; PERFORMANCE.md).
  */
 import { fork, type ChildProcess } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
 import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -30,7 +29,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import pg from 'pg'
+import { scratchDatabase } from '../core/testing/index.js'
 
 const HERE = fileURLToPath(import.meta.url)
 const API = '/api/v1'
@@ -96,22 +95,6 @@ function stopServer(child: ChildProcess): Promise<void> {
   })
 }
 
-async function scratchPostgres(adminUrl: string) {
-  const name = `mamkit_bench_${randomBytes(5).toString('hex')}`
-  const run = async (sql: string) => {
-    const c = new pg.Client({ connectionString: adminUrl })
-    await c.connect()
-    try {
-      await c.query(sql)
-    } finally {
-      await c.end()
-    }
-  }
-  await run(`create database ${name}`)
-  const url = new URL(adminUrl)
-  url.pathname = `/${name}`
-  return { url: url.toString(), drop: () => run(`drop database if exists ${name} with (force)`) }
-}
 
 class Client {
   constructor(private readonly base: string) {}
@@ -166,8 +149,8 @@ interface RunResult {
 
 async function runOne(db: 'sqlite' | 'postgresql', options: { projects: number; folders: number; concurrency: number; requests: number }, adminUrl?: string): Promise<RunResult> {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'mamkit-bench-projects-'))
-  const scratch = db === 'postgresql' ? await scratchPostgres(adminUrl!) : undefined
-  const { child, ready } = await startServer({ dataDir, databaseUrl: scratch?.url })
+  const scratch = db === 'postgresql' ? await scratchDatabase('postgresql', adminUrl!) : undefined
+  const { child, ready } = await startServer({ dataDir, databaseUrl: scratch?.databaseUrl })
   try {
     const api = new Client(`http://127.0.0.1:${ready.port}`)
     const { adminToken, userToken } = ready

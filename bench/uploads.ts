@@ -28,7 +28,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import pg from 'pg'
+import { scratchDatabase } from '../core/testing/index.js'
 
 const HERE = fileURLToPath(import.meta.url)
 const API = '/api/v1'
@@ -72,22 +72,6 @@ const stopServer = (child: ChildProcess) =>
     child.kill('SIGTERM')
   })
 
-async function scratchPostgres(adminUrl: string) {
-  const name = `mamkit_bench_${randomBytes(5).toString('hex')}`
-  const run = async (sql: string) => {
-    const c = new pg.Client({ connectionString: adminUrl })
-    await c.connect()
-    try {
-      await c.query(sql)
-    } finally {
-      await c.end()
-    }
-  }
-  await run(`create database ${name}`)
-  const url = new URL(adminUrl)
-  url.pathname = `/${name}`
-  return { url: url.toString(), drop: () => run(`drop database if exists ${name} with (force)`) }
-}
 
 async function call(base: string, token: string, method: string, route: string, body?: { json?: unknown; form?: FormData }, headers: Record<string, string> = {}) {
   const res = await fetch(`${base}${API}${route}`, {
@@ -122,8 +106,8 @@ async function time(label: string, requests: number, fn: (i: number) => Promise<
 
 async function runOne(db: string, options: { requests: number; concurrency: number; files: number }, adminUrl?: string) {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'mamkit-bench-uploads-'))
-  const scratch = db === 'postgresql' ? await scratchPostgres(adminUrl!) : undefined
-  const { child, ready } = await startServer({ dataDir, databaseUrl: scratch?.url })
+  const scratch = db === 'postgresql' ? await scratchDatabase('postgresql', adminUrl!) : undefined
+  const { child, ready } = await startServer({ dataDir, databaseUrl: scratch?.databaseUrl })
   const base = `http://127.0.0.1:${ready.port}`
   const api = (method: string, route: string, body?: { json?: unknown; form?: FormData }, headers?: Record<string, string>) => call(base, ready.token, method, route, body, headers)
   try {

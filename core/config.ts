@@ -29,6 +29,8 @@ export interface MamConfig {
     maxAttempts: number
     /** piscina threads for CPU work */
     threads: number
+    /** a job that met a full disk runs again after this, without counting an attempt */
+    diskFullRetryMs: number
   }
   http: {
     /** the request line and headers must arrive within this (slow-header clients hold no socket longer) */
@@ -51,11 +53,22 @@ export interface MamConfig {
     cacheTtlMs: number
     tokenTtlDays: number
   }
+  database: {
+    /**
+     * the longest a request waits for the database: a pooled connection (PostgreSQL), a new
+     * connection to be made, or another process's write lock (SQLite busy_timeout). Past it the
+     * request answers 503 with Retry-After instead of hanging through an outage.
+     */
+    waitMs: number
+    /** the Retry-After (seconds) of a 503 that an outage or a lock answered */
+    retryAfterSeconds: number
+  }
   /** anything else, keyed by plugin name */
   plugins: Record<string, Record<string, unknown>>
 }
 
-export type MamConfigInput = Partial<Omit<MamConfig, 'limits' | 'jobs' | 'http' | 'auth' | 'secretKey'>> & {
+export type MamConfigInput = Partial<Omit<MamConfig, 'limits' | 'jobs' | 'http' | 'auth' | 'database' | 'secretKey'>> & {
+  database?: Partial<MamConfig['database']>
   limits?: Partial<MamConfig['limits']>
   jobs?: Partial<MamConfig['jobs']>
   http?: Partial<MamConfig['http']>
@@ -92,6 +105,7 @@ export function resolveConfig(input: MamConfigInput = {}, env: NodeJS.ProcessEnv
       concurrency: num(env.MAMKIT_JOB_CONCURRENCY) ?? 4,
       maxAttempts: 5,
       threads: 2,
+      diskFullRetryMs: num(env.MAMKIT_JOB_DISK_FULL_RETRY_MS) ?? 30_000,
       ...input.jobs,
     },
     http: {
@@ -102,6 +116,11 @@ export function resolveConfig(input: MamConfigInput = {}, env: NodeJS.ProcessEnv
       ...input.http,
     },
     auth: { cacheTtlMs: 5000, tokenTtlDays: 30, ...input.auth },
+    database: {
+      waitMs: num(env.MAMKIT_DB_WAIT_MS) ?? 15_000,
+      retryAfterSeconds: num(env.MAMKIT_DB_RETRY_AFTER_S) ?? 5,
+      ...input.database,
+    },
     plugins: input.plugins ?? {},
   }
 }

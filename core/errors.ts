@@ -22,6 +22,7 @@ export const ERRORS = {
   internal: { status: 500, title: 'Internal server error' },
   not_implemented: { status: 501, title: 'Not implemented' },
   service_unavailable: { status: 503, title: 'Service unavailable' },
+  database_unavailable: { status: 503, title: 'Database unavailable' },
   insufficient_storage: { status: 507, title: 'Insufficient storage' },
 } as const
 
@@ -75,6 +76,63 @@ export function quoted(value: string, max = 200): string {
 /** a job error that retrying cannot mend (a file gone, a bad payload): the job fails at once */
 export const permanentError = (message: string, cause?: unknown): Error & { permanent: true } =>
   Object.assign(new Error(message, cause === undefined ? undefined : { cause }), { permanent: true as const })
+
+/**
+ * Faults of the machine rather than of a request (issue 19), recognised wherever they surface:
+ * the database unreachable, restarting or busy (503 with Retry-After: the same request succeeds
+ * later), and a full disk or quota (507: free space, then retry). A job that meets one is handed
+ * back to the queue without counting an attempt (core/jobs/runner.ts); a request answers it as a
+ * problem body instead of a 500.
+ */
+export type Fault = 'database_unavailable' | 'insufficient_storage'
+
+/** set by the database layer (core/db/orm.ts) on every error a query or a connection attempt threw */
+export const FROM_DATABASE = Symbol.for('mamkit.fromDatabase')
+
+/** a socket that could not reach, or lost, its peer; counted as an outage only when the database threw it */
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNABORTED'])
+/**
+ * PostgreSQL SQLSTATEs of an outage: class 08 (connection exceptions), 57P01-03 (admin or crash
+ * shutdown, cannot connect now: starting up or shutting down), 53300 (too many connections)
+ */
+const PG_OUTAGE = /^(08...|57P0[123]|53300)$/
+/** pg, pg-pool and knex messages of a lost or unobtainable connection (they carry no code) */
+const OUTAGE_MESSAGES = /Connection terminated|Connection ended unexpectedly|connection error and is not queryable|Client was closed and is not queryable|timeout exceeded when trying to connect|Timeout acquiring a connection|the database system is (starting up|shutting down|in recovery mode)/i
+const DISK_FULL_CODES = new Set(['ENOSPC', 'EDQUOT', 'SQLITE_FULL', '53100'])
+/** a tool (ffmpeg, an archiver) that ran out of space says so in its message, without a code */
+const DISK_FULL_MESSAGES = /No space left on device|Disk quota exceeded/
+
+/** the fault `err` (or an error it was caused by) is, or undefined for any other error */
+export function faultOf(err: unknown): Fault | undefined {
+  for (let e = err as any, depth = 0; e && typeof e === 'object' && depth < 5; e = e.cause, depth++) {
+    const code = typeof e.code === 'string' ? e.code : undefined
+    if (code && DISK_FULL_CODES.has(code)) return 'insufficient_storage'
+    if (typeof e.message === 'string' && DISK_FULL_MESSAGES.test(e.message)) return 'insufficient_storage'
+    // SQLITE_BUSY and its extended codes: another process held the write lock past busy_timeout
+    if (code?.startsWith('SQLITE_BUSY') || code === 'SQLITE_LOCKED') return 'database_unavailable'
+    if (code && PG_OUTAGE.test(code) && typeof e.severity === 'string') return 'database_unavailable'
+    const fromDatabase = e[FROM_DATABASE] === true || e.name === 'DriverException' || e.name === 'ConnectionException' || e.name === 'KnexTimeoutError'
+    if (fromDatabase && code && NETWORK_CODES.has(code)) return 'database_unavailable'
+    if (e.name === 'KnexTimeoutError' || (typeof e.message === 'string' && OUTAGE_MESSAGES.test(e.message))) return 'database_unavailable'
+    if (e instanceof AggregateError) for (const inner of e.errors) if (faultOf(inner)) return faultOf(inner)
+  }
+  return undefined
+}
+
+/** how long a client is asked to wait after a database outage answer (Retry-After, seconds); set from the configuration */
+export const faultSettings = { retryAfterSeconds: 5 }
+
+/** the problem a fault answers with, or undefined when `err` is no fault */
+export function faultProblem(err: unknown): MamError | undefined {
+  const fault = faultOf(err)
+  if (fault === 'database_unavailable')
+    return new MamError('database_unavailable', 'The database is unreachable or busy; nothing was changed unless an earlier answer said so. Retry later', {
+      headers: { 'Retry-After': String(faultSettings.retryAfterSeconds) },
+    })
+  if (fault === 'insufficient_storage')
+    return new MamError('insufficient_storage', 'The disk or quota holding this data is full; nothing was stored. Retry once space was freed')
+  return undefined
+}
 
 /** Errors raised while plugins are loaded; the process refuses to start. */
 export const BOOT_ERRORS = [

@@ -10,7 +10,7 @@ import { migrate } from './db/migrator.js'
 import { assertReachable, loadPlugins, type LoadedPlugins } from './plugin/loader.js'
 import type { PluginDefinition } from './plugin/contract.js'
 import { coreServices, type ServiceRef, type ServiceResolver } from './plugin/services.js'
-import { BootError } from './errors.js'
+import { BootError, faultSettings } from './errors.js'
 import { AUTH_CHANNEL, AuthService } from './auth/service.js'
 import { LoginThrottle } from './auth/throttle.js'
 import { UserViews } from './auth/user-views.js'
@@ -20,6 +20,7 @@ import { FeatureService } from './system/features.js'
 import { corePlugin } from './system/plugin.js'
 import { JobQueue, NOTIFY_CHANNEL } from './jobs/queue.js'
 import { JobRunner } from './jobs/runner.js'
+import type { JobRow } from './jobs/types.js'
 import { JobService } from './jobs/service.js'
 import { Outbox } from './outbox.js'
 import { jobEventPayload, jobFailed, jobFinished } from './system/events.js'
@@ -99,7 +100,10 @@ export class MamRuntime {
       dataDir: config.dataDir,
       databaseUrl: config.databaseUrl,
       entities: loaded.plugins.flatMap((p) => p.entities ?? []),
+      waitMs: config.database.waitMs,
+      log: log.child({ part: 'database' }),
     })
+    faultSettings.retryAfterSeconds = config.database.retryAfterSeconds
     try {
       if (options.migrate !== false) {
         const applied = await migrate(db, loaded.plugins.map((p) => ({ plugin: p.name, migrations: p.migrations ?? [] })))
@@ -111,10 +115,13 @@ export class MamRuntime {
       const jobs = new JobService(queue, loaded.jobs)
       const outbox = new Outbox(db.knex, db.dialect, events, jobs, (p) => features.isActive(p), log.child({ part: 'outbox' }), { leaseMs: config.jobs.leaseMs })
       // a user's job that ends publishes job.finished / job.failed in the transaction that ends it
+      // a finished asset job (one per file analysed) is no news; a failed one (a proxy that failed) is
+      const newsworthy = (job: Pick<JobRow, 'type' | 'kind' | 'user_id' | 'state'>) =>
+        job.user_id !== null && loaded.jobs.has(job.type) && !(job.state === 'finished' && job.kind === 'asset')
+      // the others end many to a statement, without a transaction (the runner's completion batches)
+      queue.onSettledWants = newsworthy
       queue.onSettled = async (trx, job) => {
-        if (job.user_id === null || !loaded.jobs.has(job.type)) return
-        // a finished asset job (one per file analysed) is no news; a failed one (a proxy that failed) is
-        if (job.state === 'finished' && job.kind === 'asset') return
+        if (!newsworthy(job)) return
         await outbox.publish(trx, job.state === 'failed' ? jobFailed : jobFinished, jobEventPayload(job), { subjectId: job.id })
       }
       const container = createContainer({ injectionMode: InjectionMode.PROXY, strict: true })

@@ -1,4 +1,4 @@
-import type { PluginDefinition } from '../core/plugin/contract.js'
+import type { PluginDefinition } from '../core/index.js'
 import { templatesPlugin } from './templates/index.js'
 import { rolesPlugin } from './roles/index.js'
 import { identityPlugin } from './identity/index.js'
@@ -10,6 +10,11 @@ import { notificationsPlugin } from './notifications/index.js'
 import { webhooksPlugin } from './webhooks/index.js'
 import { markersPlugin } from './markers/index.js'
 import { platformPlugin } from './platform/index.js'
+import { transcriptionPlugin } from './transcription/index.js'
+import { strategiesPlugin } from './strategies/index.js'
+import { customMetadataPlugin } from './custom-metadata/index.js'
+import { searchPlugin } from './search/index.js'
+import { galleriesPlugin } from './galleries/index.js'
 
 /** Every feature plugin that ships with mamkit, one per line, in no particular order (the loader sorts them). */
 export const builtinPlugins: PluginDefinition[] = [
@@ -24,9 +29,17 @@ export const builtinPlugins: PluginDefinition[] = [
   webhooksPlugin,
   markersPlugin,
   platformPlugin,
+  transcriptionPlugin,
+  strategiesPlugin,
+  customMetadataPlugin,
+  searchPlugin,
+  galleriesPlugin,
 ]
 
 export { templatesPlugin, rolesPlugin, identityPlugin, projectsPlugin, statusFlagsPlugin, assetsPlugin, editsPlugin }
 export { notificationsPlugin, webhooksPlugin }
 export { markersPlugin }
 export { platformPlugin }
+export { transcriptionPlugin }
+export { strategiesPlugin }
+export { galleriesPlugin, customMetadataPlugin, searchPlugin }

@@ -68,7 +68,10 @@ export async function endLoginSessions(em: EntityManager, userId: number, keepTo
   return em.nativeUpdate(AuthToken, where, { revokedAt: new Date() })
 }
 
-export function serializeUser(user: User) {
+/** What a user's JSON is made of: an entity, or a row read without the ORM (GET /session). */
+export type UserView = Pick<User, 'id' | 'username' | 'firstname' | 'lastname' | 'email' | 'createdAt' | 'updatedAt'> & { role: { id: number; name: string } }
+
+export function serializeUser(user: UserView) {
   return {
     id: user.id,
     username: user.username,

@@ -7,6 +7,8 @@
 export interface PrincipalKinds {
   api_key: true
   token: true
+  /** a job acting for the user who queued it (`AuthService.principalFor`); credentialId is 0 */
+  job: true
 }
 export type PrincipalVia = keyof PrincipalKinds
 

@@ -117,6 +117,16 @@ export class AuthService {
     return { userId: Number(row.user_id), id: parsed.id, kind: parsed.kind }
   }
 
+  /**
+   * The user as a principal outside a request: a job acting for whoever queued it, with the rights
+   * the user has now (a role changed or a user removed since the request counts). Null for a
+   * removed user.
+   */
+  async principalFor(userId: number): Promise<Principal | null> {
+    const user = await this.snapshot(userId)
+    return user ? { ...user, via: 'job', credentialId: 0 } : null
+  }
+
   async snapshot(userId: number, now = Date.now()): Promise<UserSnapshot | null> {
     const hit = this.users.get(userId)
     if (hit && hit.until >= now) return hit.value

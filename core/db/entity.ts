@@ -14,4 +14,5 @@ export const baseProperties = {
 } satisfies EntitySchemaMetadata<any>['properties']
 
 export const iso = (d: Date | number | string | null | undefined): string | null =>
-  d === null || d === undefined ? null : new Date(d).toISOString()
+  // a Date (the usual case, every row of a list) is not copied first
+  d === null || d === undefined ? null : d instanceof Date ? d.toISOString() : new Date(d).toISOString()

@@ -4,6 +4,7 @@ import { BetterSqliteDriver } from '@mikro-orm/better-sqlite'
 import { PostgreSqlDriver } from '@mikro-orm/postgresql'
 import type { EntityManager as SqlEntityManager } from '@mikro-orm/knex'
 import type { Knex } from '@mikro-orm/knex'
+import { FROM_DATABASE } from '../errors.js'
 
 export type Dialect = 'sqlite' | 'postgresql'
 export type EntityManager = SqlEntityManager
@@ -40,6 +41,15 @@ export const TABLES_WITHOUT_ENTITY = [
   'storage_journal', // intents of file operations, written and fenced with knex (core/storage/journal.ts)
   'idempotency_keys', // stored answers, claimed with a unique insert (core/idempotency/store.ts)
   'event_outbox', // catalogue events written in the change's transaction, claimed by the fan-out (core/outbox.ts)
+  // the search index, written by triggers (plugins/search/migrations.ts): FTS5 and tsvector have no entity form
+  'search_properties',
+  'search_documents',
+  'search_fts',
+  'search_fts_data',
+  'search_fts_idx',
+  'search_fts_content',
+  'search_fts_docsize',
+  'search_fts_config',
 ]
 
 /**
@@ -64,12 +74,51 @@ function describeKnexColumns(storage: MetadataStorage, dialect: Dialect) {
   }
 }
 
+const marked = new WeakSet<object>()
+
+/**
+ * Marks every error a query or a connection attempt throws as the database's (FROM_DATABASE), on
+ * the knex client's prototype so transactions' clients (made from it) are marked too: a bare
+ * `connect ECONNREFUSED` is then known as a database outage (503), while the same code from a
+ * webhook or another outgoing call stays that call's error.
+ */
+function markDatabaseErrors(knex: Knex) {
+  const proto = Object.getPrototypeOf((knex as any).client)
+  if (marked.has(proto)) return
+  marked.add(proto)
+  const mark = (err: unknown) => {
+    if (err && typeof err === 'object' && !Object.isFrozen(err)) Object.defineProperty(err, FROM_DATABASE, { value: true, configurable: true })
+    throw err
+  }
+  for (const method of ['acquireConnection', 'query'] as const) {
+    const original = proto[method]
+    proto[method] = function (this: unknown, ...args: unknown[]) {
+      const result = original.apply(this, args)
+      return result && typeof result.then === 'function' ? result.then(undefined, mark) : result
+    }
+  }
+}
+
+/** knex's console warnings, into the log at most once per 10 s */
+function quietly(log?: { warn(obj: object, msg: string): void }) {
+  let last = 0
+  return (message: unknown) => {
+    if (Date.now() - last < 10_000) return
+    last = Date.now()
+    log?.warn({ detail: String(message).slice(0, 300) }, 'database connection warning (repeats within 10 s not logged)')
+  }
+}
+
 export async function openDatabase(options: {
   dataDir: string
   databaseUrl?: string
   entities: EntitySchema<any, any>[]
   debug?: boolean
+  /** the longest wait for a connection or a lock (config.database.waitMs) */
+  waitMs?: number
+  log?: { warn(obj: object, msg: string): void }
 }): Promise<Database> {
+  const waitMs = options.waitMs ?? 15_000
   const dialect = dialectOf(options.databaseUrl)
   const common: Options = {
     entities: options.entities,
@@ -87,6 +136,12 @@ export async function openDatabase(options: {
     debug: options.debug ?? false,
     // ids are integers everywhere (wire.md); bigint columns would come back as strings
     ignoreUndefinedInQuery: true,
+    driverOptions: {
+      // a pool slot or a new connection: past this the request answers 503 instead of waiting through an outage
+      acquireConnectionTimeout: waitMs,
+      // knex's own console warnings ("Connection Error: …") on every connection a restart ends: into the log, once per burst
+      log: { warn: quietly(options.log), error: quietly(options.log), deprecate: () => {}, debug: () => {} },
+    },
   }
   const orm =
     dialect === 'sqlite'
@@ -102,7 +157,8 @@ export async function openDatabase(options: {
             afterCreate(conn: any, done: (err: Error | null, conn: unknown) => void) {
               // WAL lets a CLI command or a second server read and write beside a running one
               conn.pragma('journal_mode = WAL')
-              conn.pragma('busy_timeout = 15000')
+              // a writer in another process (a CLI command, a backup) holding the lock longer: SQLITE_BUSY, answered 503
+              conn.pragma(`busy_timeout = ${Math.max(0, Math.floor(waitMs))}`)
               conn.pragma('synchronous = NORMAL')
               conn.pragma('foreign_keys = ON')
               done(null, conn)
@@ -114,7 +170,13 @@ export async function openDatabase(options: {
           driver: PostgreSqlDriver,
           clientUrl: options.databaseUrl,
           pool: { min: 0, max: 10 },
+          driverOptions: {
+            ...common.driverOptions,
+            // a server that stopped answering (not refusing) must not hold a connection attempt for minutes
+            connection: { connectionTimeoutMillis: waitMs, keepAlive: true },
+          },
         })
   const knex = (orm.em as unknown as SqlEntityManager).getKnex()
+  markDatabaseErrors(knex)
   return { orm, dialect, knex, close: () => orm.close(true) }
 }

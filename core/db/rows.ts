@@ -26,3 +26,51 @@ export const escapeLike = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${
  * case-sensitive; SQLite's has no escape character unless told): `[sql, bindings]` for `whereRaw`.
  */
 export const containsIgnoringCase = (sqlColumn: string, text: string): [string, string[]] => [`lower(${sqlColumn}) like ? escape '\\'`, [`%${escapeLike(text.toLowerCase())}%`]]
+
+type Row = Record<string, any>
+/** a statement compiled once, run with its parameters; rows as the driver gives them (read them with `column`) */
+export type PreparedRead<R = Row> = (params: readonly unknown[]) => Promise<R[]>
+
+const sqliteStatements = new WeakMap<object, Map<string, any>>()
+const pgNames = new Map<string, string>()
+
+/** SQLite takes neither booleans nor Dates as parameters (knex converts them the same way) */
+const sqliteValue = (v: unknown) => (v === true ? 1 : v === false ? 0 : v instanceof Date ? v.valueOf() : v)
+
+/**
+ * A read statement prepared once per connection, for the hot GET paths (PERFORMANCE.md): building
+ * a query with knex or the ORM and having better-sqlite3 prepare it again costs more per request
+ * than running it. `sql` uses `?` placeholders and must read only (it runs on a connection of the
+ * ORM's pool, taken and given back around the call, so it never sees another request's open
+ * transaction). SQLite: the better-sqlite3 statement is cached per connection; PostgreSQL: a named
+ * prepared statement, which pg parses once per connection.
+ */
+export function preparedRead<R = Row>(knex: { client: any }, sql: string): PreparedRead<R> {
+  const client = knex.client
+  if (client.driverName === 'pg') {
+    let n = 0
+    const text = sql.replace(/\?/g, () => `$${++n}`)
+    let name = pgNames.get(text)
+    if (!name) pgNames.set(text, (name = `mamkit_read_${pgNames.size + 1}`))
+    return async (params) => {
+      const conn = await client.acquireConnection()
+      try {
+        return (await conn.query({ name, text, values: params })).rows
+      } finally {
+        await client.releaseConnection(conn)
+      }
+    }
+  }
+  return async (params) => {
+    const conn = await client.acquireConnection()
+    try {
+      let statements = sqliteStatements.get(conn)
+      if (!statements) sqliteStatements.set(conn, (statements = new Map()))
+      let statement = statements.get(sql)
+      if (!statement) statements.set(sql, (statement = conn.prepare(sql)))
+      return statement.all(params.map(sqliteValue))
+    } finally {
+      await client.releaseConnection(conn)
+    }
+  }
+}

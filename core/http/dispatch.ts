@@ -67,7 +67,7 @@ export function routeHandler(route: CompiledRoute, deps: DispatchDeps): RouteHan
     checkAccess(route, ctx.user, credentialSent)
     // the router's own object, fresh per request: validated (coerced) in place
     if (route.compiledParams) validate(route.compiledParams, ctx.params, false)
-    const input = mergeInput(query, body, ctx.params, route.bodyKey)
+    const input = mergeInput(query, body, ctx.params, route.bodyKey, route.input as { properties?: Record<string, unknown> } | undefined)
     // a credential in the query string (?auth_token=) does not make a JSON body's values strings
     ctx.typedInput = ctx.req.headers['content-type'] !== undefined && Boolean(ctx.is(JSON_TYPES)) && Object.keys(query).every((k) => RESERVED_PARAMS.includes(k))
     if (!wrap || !wrapParams(input, wrap)) return run(ctx, input)

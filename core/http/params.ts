@@ -3,7 +3,7 @@ import type { MamConfig } from '../config.js'
 import { MamError } from '../errors.js'
 
 /** Framework parameters that some clients send along and that no route schema describes. */
-export const RESERVED_PARAMS = ['auth_token', '_method', 'format', 'utf8', 'authenticity_token']
+export const RESERVED_PARAMS = ['auth_token', '_method', 'format', 'utf8', 'authenticity_token', 'guest_token'] // guest_token: the credential of a gallery guest link (plugins/galleries)
 
 export function qsOptions(limits: MamConfig['limits']): qs.IParseOptions {
   return {
@@ -35,13 +35,15 @@ export function limitError(err: unknown): MamError {
 
 /**
  * Rails-style params: query string and body in one object (the body wins on a clash). Path
- * parameters and framework parameters are left out: they are validated separately or not at all.
+ * parameters and framework parameters are left out: they are validated separately or not at all,
+ * unless the route's input declares one (`download_editor_xml?format=avid`).
  */
 export function mergeInput(
   query: Record<string, unknown>,
   body: unknown,
   pathParams: Record<string, unknown>,
   bodyKey: string | undefined,
+  declared?: { properties?: Record<string, unknown> },
 ): Record<string, unknown> {
   const merged: Record<string, unknown> = { ...query }
   if (body !== undefined && body !== null) {
@@ -49,7 +51,7 @@ export function mergeInput(
     else if (bodyKey) merged[bodyKey] = body
     else throw new MamError('bad_request', 'The request body must be a JSON object')
   }
-  for (const key of RESERVED_PARAMS) delete merged[key]
+  for (const key of RESERVED_PARAMS) if (!declared?.properties?.[key]) delete merged[key]
   for (const key of Object.keys(pathParams)) delete merged[key]
   return merged
 }

@@ -1,7 +1,7 @@
 import type { Context } from 'koa'
 import type { Logger } from 'pino'
 import { ForeignKeyConstraintViolationException, UniqueConstraintViolationException } from '@mikro-orm/core'
-import { ERRORS, MamError, type ErrorCode } from '../errors.js'
+import { ERRORS, faultProblem, MamError, type ErrorCode } from '../errors.js'
 
 const BY_STATUS = new Map<number, ErrorCode>(
   (Object.entries(ERRORS) as [ErrorCode, { status: number }][]).reverse().map(([code, e]) => [e.status, code]),
@@ -22,12 +22,16 @@ export function toMamError(err: unknown): MamError {
   // a check-then-write raced another request (two creates of one name): the database kept one
   if (err instanceof UniqueConstraintViolationException) return new MamError('conflict', 'A record with these values exists already')
   if (err instanceof ForeignKeyConstraintViolationException) return new MamError('conflict', 'The record is referenced by, or refers to, a record that changed meanwhile')
+  // the database down or busy (503 + Retry-After), a disk or quota full (507): the machine's fault, not a bug
+  const fault = faultProblem(err)
+  if (fault) return fault
   return new MamError('internal', 'The server failed to handle this request; the request id identifies it in the logs')
 }
 
 export function sendProblem(ctx: Context, err: unknown, requestId: string, log: Logger): void {
   const problem = toMamError(err)
   if (problem.status >= 500 && problem.code === 'internal') log.error({ err, req_id: requestId }, 'unhandled error')
+  else if (problem.code === 'database_unavailable' || problem.code === 'insufficient_storage') log.warn({ err: { message: (err as Error)?.message, code: (err as any)?.code }, req_id: requestId }, problem.title)
   const { errors, headers, ...extra } = problem.extra
   for (const [name, value] of Object.entries(headers ?? {})) ctx.set(name, value)
   ctx.status = problem.status

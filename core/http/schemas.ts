@@ -4,6 +4,9 @@ import { Type, type Static, type TSchema } from 'typebox'
 export const IdParam = Type.Integer({ minimum: 1, maximum: 2147483647 })
 export const IdParams = Type.Object({ id: IdParam })
 
+/** a route that takes no parameters besides its path: anything sent is a 422 naming it */
+export const NoInput = Type.Object({}, { additionalProperties: false })
+
 /** `true`/`false`, also as the strings clients send (wire.md) */
 export const BooleanParam = Type.Boolean()
 

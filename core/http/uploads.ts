@@ -1,9 +1,10 @@
 import { createWriteStream, type WriteStream } from 'node:fs'
-import { mkdir, readdir, rm, stat } from 'node:fs/promises'
+import { readdir, rm, stat } from 'node:fs/promises'
 import { once } from 'node:events'
 import path from 'node:path'
 import type { MamConfig } from '../config.js'
 import type { MamContext, UploadedFile } from './context.js'
+import { makeDirs } from '../storage/paths.js'
 
 /**
  * The life of an upload's temporary files: written below `<dataDir>/tmp/uploads` while the
@@ -62,7 +63,7 @@ export function collectFiles(files: Record<string, any> | undefined): UploadedFi
 const madeDirs = new Set<string>()
 export async function ensureDir(dir: string): Promise<void> {
   if (madeDirs.has(dir)) return
-  await mkdir(dir, { recursive: true })
+  await makeDirs(dir)
   madeDirs.add(dir)
 }
 

@@ -1,7 +1,8 @@
 import type { Knex } from '@mikro-orm/knex'
 import type { Dialect } from '../db/orm.js'
 import type { EventBus } from '../events.js'
-import type { EnqueueOptions, JobKind, JobRow } from './types.js'
+import { HotStatement } from '../db/hot.js'
+import type { EnqueueOptions, JobFilter, JobKind, JobRow } from './types.js'
 
 export const JOBS_TABLE = 'jobs'
 export const NOTIFY_CHANNEL = 'mamkit_jobs'
@@ -18,13 +19,21 @@ export class JobQueue {
    * `job.finished` / `job.failed` events to the outbox here, so they commit with the state)
    */
   onSettled?: (trx: Knex, job: JobRow) => Promise<void>
+  /**
+   * whether `onSettled` has anything to do for a job ending in this state (judged on the claimed
+   * row): the others end without a transaction, many in one statement
+   */
+  onSettledWants?: (job: Pick<JobRow, 'type' | 'kind' | 'user_id' | 'state'>) => boolean
+  private readonly hot: ReturnType<typeof hotStatements>
 
   constructor(
     private readonly knex: Knex,
     private readonly dialect: Dialect,
     private readonly events: EventBus,
     private readonly defaults: { maxAttempts: number },
-  ) {}
+  ) {
+    this.hot = hotStatements(knex, dialect)
+  }
 
   async enqueue(type: string, kind: JobKind, payload: unknown, options: EnqueueOptions = {}): Promise<JobRow> {
     const [row] = await this.enqueueMany([{ type, kind, payload, options }])
@@ -106,97 +115,131 @@ export class JobQueue {
     return row ? normalise(row) : null
   }
 
+  /** the newest jobs whose columns match every value given (a list: any of it; undefined: ignored) */
+  async list(filter: JobFilter, limit: number): Promise<JobRow[]> {
+    let query = this.knex(JOBS_TABLE)
+    for (const [column, value] of Object.entries(filter)) {
+      if (value === undefined) continue
+      query = Array.isArray(value) ? query.whereIn(column, value) : query.where(column, value)
+    }
+    const rows = await query.orderBy('id', 'desc').limit(limit)
+    return rows.map(normalise)
+  }
+
   /**
-   * Takes up to `limit` runnable jobs of the given types: queued and due and, with `sweep`, running
-   * ones whose lease lapsed (after failing those that lapsed on their last attempt). Leases lapse
-   * over seconds, so the runner sweeps on its poll timer, not on every wake-up; without the lapsed
-   * branch the claim walks the claim index in priority order and stops after `limit` rows, however
-   * many jobs wait.
+   * Takes up to `limit` runnable jobs of the given types in one statement: queued and due, in
+   * priority order. With `sweep` (the runner's poll timer: leases lapse over seconds, not per
+   * wake-up) it first fails running jobs whose lease lapsed on their last attempt and takes those
+   * that lapsed before it. Every claimed row gets `token` as its `locked_by`: the lease is this
+   * claim's, and every later write (heartbeat, completion, release) is fenced by it, so even the
+   * same process cannot settle a job twice after losing and retaking it.
+   *
+   * `held` are the claim tokens the calling runner still holds (jobs it runs, outcomes it has not
+   * written yet): their leases may have lapsed while the database was away (no heartbeat got
+   * through), but the jobs are not lost, so the sweep neither fails nor takes them again.
    */
-  async claim(workerId: string, types: string[], limit: number, leaseMs: number, sweep = true): Promise<JobRow[]> {
+  async claim(token: string, types: string[], limit: number, leaseMs: number, sweep = true, held: string[] = []): Promise<JobRow[]> {
     if (types.length === 0 || limit <= 0) return []
     const now = new Date()
-    // a job whose lease lapsed on its last allowed attempt has crashed its process too often
-    if (sweep)
+    const leaseUntil = new Date(now.getTime() + leaseMs)
+    const typeList = JSON.stringify(types)
+    const heldList = JSON.stringify(held)
+    const rows: any[] = []
+    if (sweep) {
+      // a job whose lease lapsed on its last allowed attempt has crashed its process too often
       await this.knex(JOBS_TABLE)
         .where({ state: 'running' })
         .where('lease_until', '<', now)
         .whereRaw('attempts >= max_attempts')
+        .where((q) => q.whereNull('locked_by').orWhereNotIn('locked_by', held))
         .update({ state: 'failed', error: 'the job stopped responding too often (lease lapsed)', locked_by: null, lease_until: null, finished_at: now, updated_at: now })
-    const lock = this.dialect === 'postgresql' ? 'for update skip locked' : ''
-    // SQLite without statistics prefers the (state, run_at) index and sorts every queued row
-    const claimIndex = this.dialect === 'sqlite' && !sweep ? 'indexed by jobs_claim_index' : ''
-    const typeList = types.map(() => '?').join(', ')
-    const result = await this.knex.raw(
-      `update ${JOBS_TABLE}
-          set state = 'running', attempts = attempts + 1, locked_by = ?, lease_until = ?,
-              started_at = coalesce(started_at, ?), updated_at = ?
-        where id in (
-          select id from ${JOBS_TABLE} ${claimIndex}
-           where type in (${typeList})
-             and ${sweep ? `((state = 'queued' and run_at <= ?) or (state = 'running' and lease_until < ?))` : `state = 'queued' and run_at <= ?`}
-           order by priority desc, id
-           limit ? ${lock})
-       returning *`,
-      [workerId, new Date(now.getTime() + leaseMs), now, now, ...types, ...(sweep ? [now, now] : [now]), limit],
-    )
-    const rows: any[] = this.dialect === 'postgresql' ? result.rows : result
+      rows.push(...(await this.hot.claimLapsed.run([token, leaseUntil, now, now, now, heldList, typeList, limit])))
+    }
+    if (rows.length < limit) rows.push(...(await this.hot.claim.run([token, leaseUntil, now, now, now, typeList, limit - rows.length])))
     return rows.map(normalise).sort((a, b) => b.priority - a.priority || a.id - b.id)
   }
 
-  /** Extends the lease and stores progress; null when the lease was lost to another process. */
-  async heartbeat(id: number, workerId: string, leaseMs: number, progress: { progress: number; success: number; failure: number }) {
+  /**
+   * Extends the leases of all of a process's jobs in one statement and stores their progress.
+   * Returns the jobs still held (with whether a cancellation was asked for); a job missing from the
+   * answer was lost to another process.
+   */
+  async heartbeat(jobs: Array<{ id: number; token: string; progress: number; success: number; failure: number }>, leaseMs: number): Promise<Map<number, { cancelRequested: boolean }>> {
+    const held = new Map<number, { cancelRequested: boolean }>()
+    if (!jobs.length) return held
     const now = new Date()
-    const rows = await this.knex(JOBS_TABLE)
-      .where({ id, locked_by: workerId, state: 'running' })
-      .update({ lease_until: new Date(now.getTime() + leaseMs), updated_at: now, ...progress })
-      .returning(['cancel_requested'])
-    if (rows.length === 0) return null
-    return { cancelRequested: Boolean((rows[0] as any).cancel_requested) }
+    const rows = await this.hot.heartbeat.run<{ id: number | string; cancel_requested: unknown }>([new Date(now.getTime() + leaseMs), now, JSON.stringify(jobs)])
+    for (const r of rows) held.set(Number(r.id), { cancelRequested: Boolean(r.cancel_requested) })
+    return held
   }
 
-  /** Ends a claimed job; false when this process no longer holds it (someone else finishes it). */
-  async settle(
-    id: number,
-    workerId: string,
-    change: { state: 'finished' | 'failed' | 'cancelled' | 'queued'; result?: unknown; error?: string | null; runAt?: Date; progress?: { progress: number; success: number; failure: number } },
-  ): Promise<boolean> {
+  /** Ends one claimed job; false when this claim no longer holds it (someone else finishes it). */
+  async settle(id: number, token: string, change: SettleChange): Promise<boolean> {
+    const [done] = await this.settleMany([{ id, token, ...change }])
+    return done
+  }
+
+  /**
+   * Ends claimed jobs, as many as there are, in one statement (a transaction with the `onSettled`
+   * hook when a job needs it). Each row is fenced by its own claim token: a job this claim no
+   * longer holds is left alone and answers false. `jobs.settled` is emitted for each one ended.
+   */
+  async settleMany(jobs: Array<SettleChange & { id: number; token: string; row?: Pick<JobRow, 'type' | 'kind' | 'user_id'> }>): Promise<boolean[]> {
+    if (!jobs.length) return []
     const now = new Date()
-    const final = change.state !== 'queued'
     const hook = this.onSettled
-    const update = (db: Knex) => db(JOBS_TABLE)
-      .where({ id, locked_by: workerId, state: 'running' })
-      .update({
-        state: change.state,
-        ...(change.result !== undefined ? { result: JSON.stringify(change.result) } : {}),
-        ...(change.error !== undefined ? { error: change.error } : {}),
-        ...(change.progress ?? {}),
-        ...(change.state === 'finished' ? { progress: 1 } : {}),
-        ...(change.runAt ? { run_at: change.runAt } : {}),
-        locked_by: null,
-        lease_until: null,
-        finished_at: final ? now : null,
-        updated_at: now,
-      })
-    let count: number
-    if (hook && (change.state === 'finished' || change.state === 'failed'))
-      count = await this.knex.transaction(async (trx) => {
-        const n = await update(trx)
-        if (n > 0) await hook(trx, normalise(await trx(JOBS_TABLE).where({ id }).first()))
-        return n
-      })
-    else count = await update(this.knex)
-    if (count > 0) this.events.emit('jobs.settled', { id, state: change.state })
-    return count > 0
+    const hooked = (j: (typeof jobs)[number]) =>
+      hook !== undefined && (j.state === 'finished' || j.state === 'failed') && (!j.row || !this.onSettledWants || this.onSettledWants({ ...j.row, state: j.state }))
+    const plain = jobs.filter((j) => !hooked(j))
+    const withHook = jobs.filter(hooked)
+    const settled = new Map<number, string>()
+    const records = (list: typeof jobs) =>
+      JSON.stringify(
+        list.map((j) => ({
+          id: j.id,
+          token: j.token,
+          state: j.state,
+          set_result: j.result !== undefined,
+          result: j.result === undefined ? null : JSON.stringify(j.result),
+          set_error: j.error !== undefined,
+          error: j.error ?? null,
+          progress: j.state === 'finished' ? 1 : (j.progress?.progress ?? null),
+          success: j.progress?.success ?? null,
+          failure: j.progress?.failure ?? null,
+          run_at: j.runAt ? j.runAt.getTime() : null,
+          uncount: j.uncount === true,
+        })),
+      )
+    const writes: Promise<void>[] = []
+    if (plain.length)
+      writes.push(
+        this.hot.settle.run<{ id: number | string; state: string }>([now, now, records(plain)]).then((rows) => {
+          for (const r of rows) settled.set(Number(r.id), r.state)
+        }),
+      )
+    if (withHook.length)
+      writes.push(
+        this.knex.transaction(async (trx) => {
+          const rows = await this.hot.settleFull.runIn(trx, [now, now, records(withHook)])
+          for (const r of rows) {
+            const job = normalise(r)
+            await hook!(trx, job)
+            settled.set(job.id, job.state)
+          }
+        }),
+      )
+    await Promise.all(writes)
+    for (const [id, state] of settled) this.events.emit('jobs.settled', { id, state })
+    return jobs.map((j) => settled.has(j.id))
   }
 
-  /** Hands back this process's running jobs without counting the attempt (graceful shutdown). */
-  async release(workerId: string, ids: number[]): Promise<void> {
-    if (ids.length === 0) return
-    await this.knex(JOBS_TABLE)
-      .whereIn('id', ids)
-      .where({ locked_by: workerId, state: 'running' })
-      .update({ state: 'queued', locked_by: null, lease_until: null, attempts: this.knex.raw('attempts - 1'), updated_at: new Date() })
+  /**
+   * Hands back claimed jobs without counting the attempt: graceful shutdown, a claim not started,
+   * or (with `runAt`) a job that met a database outage or a full disk, to run again then.
+   */
+  async release(jobs: Array<{ id: number; token: string; runAt?: Date }>): Promise<void> {
+    if (jobs.length === 0) return
+    await this.hot.release.run([new Date(), JSON.stringify(jobs.map((j) => ({ id: j.id, token: j.token, run_at: j.runAt ? j.runAt.getTime() : null })))])
   }
 
   /** Queued jobs end at once; running ones are asked to stop and end as cancelled when they do. */
@@ -211,6 +254,7 @@ export class JobQueue {
 const toDate = (v: unknown) => (v === null || v === undefined ? null : v instanceof Date ? v : new Date(v as number))
 const fromJson = (v: unknown) => (typeof v === 'string' ? JSON.parse(v) : (v ?? null))
 
+/** a job row as the drivers return it (JSON text, epoch numbers on SQLite) as a JobRow */
 export function normalise(row: any): JobRow {
   return {
     ...row,
@@ -228,5 +272,100 @@ export function normalise(row: any): JobRow {
     updated_at: toDate(row.updated_at)!,
     started_at: toDate(row.started_at),
     finished_at: toDate(row.finished_at),
+  }
+}
+
+export interface SettleChange {
+  state: 'finished' | 'failed' | 'cancelled' | 'queued'
+  result?: unknown
+  error?: string | null
+  runAt?: Date
+  progress?: { progress: number; success: number; failure: number }
+  /**
+   * the attempt is not counted (with state 'queued' and `runAt`: a job handed back after a database
+   * outage or a full disk, which is no failure of the job's); written in the runner's batches like
+   * any other outcome, so it is kept and retried with them
+   */
+  uncount?: boolean
+}
+
+/**
+ * The runner's statements, run straight on the driver (core/db/hot.ts). Lists of jobs travel as
+ * one JSON parameter, so each statement has one text whatever the batch size and stays prepared.
+ */
+function hotStatements(knex: Knex, dialect: Dialect) {
+  const pg = dialect === 'postgresql'
+  const stmt = (name: string, sql: string) => new HotStatement(knex, dialect, `mamkit_jobs_${name}`, sql)
+  // the JSON list of claimed types, as a set to test `type` against
+  const types = pg ? 'select value from json_array_elements_text(?::json)' : 'select value from json_each(?)'
+  // the JSON list of claim tokens the runner still holds (never swept)
+  const tokens = types
+  const claim = (runnable: string, index: string) => `update ${JOBS_TABLE}
+      set state = 'running', attempts = attempts + 1, locked_by = ?, lease_until = ?,
+          started_at = coalesce(started_at, ?), updated_at = ?
+    where id in (
+      select id from ${JOBS_TABLE} ${index}
+       where ${runnable} and type in (${types})
+       order by priority desc, id
+       limit ? ${pg ? 'for update skip locked' : ''})
+    returning *`
+  // one record per job: id and claim token, then what to write
+  const records = pg
+    ? `json_to_recordset(?::json) as v(id int, token text, state text, set_result bool, result text, set_error bool, error text,
+         progress float8, success int, failure int, run_at float8, uncount bool)`
+    : `(select json_extract(value, '$.id') as id, json_extract(value, '$.token') as token, json_extract(value, '$.state') as state,
+         json_extract(value, '$.set_result') as set_result, json_extract(value, '$.result') as result,
+         json_extract(value, '$.set_error') as set_error, json_extract(value, '$.error') as error,
+         json_extract(value, '$.progress') as progress, json_extract(value, '$.success') as success,
+         json_extract(value, '$.failure') as failure, json_extract(value, '$.run_at') as run_at,
+         json_extract(value, '$.uncount') as uncount
+        from json_each(?)) as v`
+  const j = pg ? 'j' : JOBS_TABLE
+  // PostgreSQL cannot infer a parameter's type inside CASE
+  const time = pg ? '?::timestamptz' : '?'
+  const target = pg ? `${JOBS_TABLE} j` : JOBS_TABLE
+  const settle = (returning: string) => `update ${target}
+      set state = v.state,
+          result = case when v.set_result then v.result else ${j}.result end,
+          error = case when v.set_error then v.error else ${j}.error end,
+          progress = coalesce(v.progress, ${j}.progress),
+          success = coalesce(v.success, ${j}.success),
+          failure = coalesce(v.failure, ${j}.failure),
+          run_at = ${pg ? `coalesce(to_timestamp(v.run_at / 1000.0), j.run_at)` : `coalesce(v.run_at, ${JOBS_TABLE}.run_at)`},
+          attempts = ${j}.attempts - case when v.uncount then 1 else 0 end,
+          locked_by = null, lease_until = null,
+          finished_at = case when v.state = 'queued' then null else ${time} end,
+          updated_at = ?
+     from ${records}
+    where ${j}.id = v.id and ${j}.locked_by = v.token and ${j}.state = 'running'
+    returning ${returning}`
+  const beats = pg
+    ? `json_to_recordset(?::json) as v(id int, token text, progress float8, success int, failure int)`
+    : `(select json_extract(value, '$.id') as id, json_extract(value, '$.token') as token, json_extract(value, '$.progress') as progress,
+         json_extract(value, '$.success') as success, json_extract(value, '$.failure') as failure from json_each(?)) as v`
+  const pairs = pg
+    ? `json_to_recordset(?::json) as v(id int, token text, run_at float8)`
+    : `(select json_extract(value, '$.id') as id, json_extract(value, '$.token') as token, json_extract(value, '$.run_at') as run_at from json_each(?)) as v`
+  return {
+    claim: stmt('claim', claim(`state = 'queued' and run_at <= ?`, pg ? '' : 'indexed by jobs_queued_index')),
+    claimLapsed: stmt('claim_lapsed', claim(`state = 'running' and lease_until < ? and locked_by not in (${tokens})`, '')),
+    settle: stmt('settle', settle(pg ? 'j.id, j.state' : `${JOBS_TABLE}.id, ${JOBS_TABLE}.state`)),
+    settleFull: stmt('settle_full', settle(pg ? 'j.*' : '*')),
+    heartbeat: stmt(
+      'heartbeat',
+      `update ${target}
+          set lease_until = ?, updated_at = ?, progress = v.progress, success = v.success, failure = v.failure
+         from ${beats}
+        where ${j}.id = v.id and ${j}.locked_by = v.token and ${j}.state = 'running'
+        returning ${j}.id, ${j}.cancel_requested`,
+    ),
+    release: stmt(
+      'release',
+      `update ${target}
+          set state = 'queued', locked_by = null, lease_until = null, attempts = ${j}.attempts - 1, updated_at = ?,
+              run_at = ${pg ? `coalesce(to_timestamp(v.run_at / 1000.0), j.run_at)` : `coalesce(v.run_at, ${JOBS_TABLE}.run_at)`}
+         from ${pairs}
+        where ${j}.id = v.id and ${j}.locked_by = v.token and ${j}.state = 'running'`,
+    ),
   }
 }

@@ -6,32 +6,72 @@ import type { Logger } from 'pino'
 import { Piscina } from 'piscina'
 import type { MamConfig } from '../config.js'
 import type { EventBus } from '../events.js'
-import type { JobQueue } from './queue.js'
+import type { JobQueue, SettleChange } from './queue.js'
 import type { JobContext, JobRow } from './types.js'
 import type { RegisteredJob } from '../plugin/loader.js'
 import type { ServiceRef } from '../plugin/services.js'
+import { faultOf } from '../errors.js'
 
 interface Running {
   row: JobRow
+  /** this claim's lease token (the row's `locked_by`): every write about the job is fenced by it */
+  token: string
   abort: AbortController
   /** why `abort` fired: the handler's outcome is recorded accordingly */
   stopReason?: 'cancelled' | 'shutdown' | 'lease-lost'
   progress: { progress: number; success: number; failure: number }
+  /** the handler's run and the write of its outcome */
   done: Promise<void>
 }
 
+interface Completion {
+  entry: Running
+  change: SettleChange
+  resolve(settled: boolean): void
+}
+
 const MAX_BACKOFF_MS = 5 * 60_000
+/**
+ * A job that met a fault of the machine is handed back without counting an attempt, to run again
+ * after a while: the database returns within seconds (or the claim fails until it does); a full
+ * disk needs someone to free space (config.jobs.diskFullRetryMs)
+ */
+const DATABASE_RETRY_MS = 1000
+/** outcomes written per statement at most */
+const MAX_BATCH = 1000
+/** how long a lone free slot waits for others before it is claimed for */
+const GATHER_MS = 2
 
 /**
  * Claims jobs from the durable queue and runs them: handlers on the main thread (they own DB
  * access), CPU work in a shared piscina pool. Wakes on enqueue in this process, on NOTIFY from
  * other PostgreSQL clients, and on a poll timer as the fallback that also picks up lapsed leases.
+ *
+ * Round trips are shared: one claim takes as many jobs as there are free slots, the outcomes of
+ * handlers that end while a write is under way (or in the same turn of the event loop) are written
+ * together in one statement, and one heartbeat statement extends every lease this process holds.
+ * A slot is free again once its handler has ended: the next claim does not wait for the outcome's
+ * write, only for the batch it joined to be under way.
  */
 export class JobRunner {
-  readonly workerId = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`
+  // locked_by is 100 characters: the host name is cut so that a claim token always fits
+  readonly workerId = `${hostname().slice(0, 60)}:${process.pid}:${randomBytes(3).toString('hex')}`
+  private claims = 0
+  /** handlers running */
   private readonly running = new Map<number, Running>()
+  /** handlers that ended, their outcome not written yet */
+  private readonly settling = new Map<number, Running>()
+  private pending: Completion[] = []
+  private flushing?: Promise<void>
+  private flushScheduled = false
   private pool?: Piscina
   private timer?: NodeJS.Timeout
+  private heartbeatTimer?: NodeJS.Timeout
+  /** the heartbeat under way */
+  private beating?: Promise<void>
+  /** jobs whose outcome is being written now: the heartbeat leaves their rows alone */
+  private readonly inFlight = new Set<number>()
+  private gatherTimer?: NodeJS.Timeout
   private stopped = true
   private claiming?: Promise<void>
   private wakeAgain = false
@@ -40,6 +80,17 @@ export class JobRunner {
   private unsubscribe?: () => void
   /** when the last claim round ended (readiness: a runner whose rounds stopped is stuck) */
   private lastRoundAt = 0
+  /**
+   * Outcomes whose batch met a database outage (or a database on a full disk): their jobs stay in
+   * `settling` (their claim tokens held, so the sweep leaves them alone) and they are written at the
+   * start of each round before anything is claimed: a finished job is recorded finished once the
+   * database returns instead of running again when its lease lapses.
+   */
+  private kept: Completion[] = []
+  /** set while claim rounds fail: logged once per outage, not on every poll */
+  private outage?: { since: number }
+  /** set while heartbeats fail: logged once, not on every beat */
+  private heartbeatFailing = false
 
   constructor(
     private readonly queue: JobQueue,
@@ -60,6 +111,8 @@ export class JobRunner {
       this.wake()
     }, this.config.jobs.pollMs)
     this.timer.unref()
+    this.heartbeatTimer = setInterval(() => this.heartbeat(), Math.max(50, Math.min(this.config.jobs.leaseMs / 3, 2000)))
+    this.heartbeatTimer.unref()
     this.wake()
   }
 
@@ -71,6 +124,21 @@ export class JobRunner {
   /** called for NOTIFY from another process */
   wake(): void {
     if (this.stopped) return
+    // a single slot freed while the others run (short jobs ending one by one): wait a moment so
+    // that the slots freed meanwhile share one claim instead of one claim each
+    const free = this.config.jobs.concurrency - this.running.size
+    if (free > 0 && free < this.config.jobs.concurrency / 4 && this.running.size > 0) {
+      this.gatherTimer ??= setTimeout(() => {
+        this.gatherTimer = undefined
+        this.claimNow()
+      }, GATHER_MS)
+      return
+    }
+    this.claimNow()
+  }
+
+  private claimNow(): void {
+    if (this.stopped) return
     if (this.claiming) {
       this.wakeAgain = true
       return
@@ -78,37 +146,51 @@ export class JobRunner {
     this.claiming = this.claimAndRun()
       .then(() => {
         this.lastRoundAt = Date.now()
+        if (this.outage) this.log.warn({ pausedMs: Date.now() - this.outage.since }, 'database writable again; jobs resume')
+        this.outage = undefined
       })
-      .catch((err) => this.log.error({ err }, 'claiming jobs failed'))
+      .catch((err) => {
+        const fault = faultOf(err)
+        if (!fault) return this.log.error({ err }, 'claiming jobs failed')
+        // an outage (or a database on a full disk) pauses the runner: nothing is claimed or failed until a round succeeds
+        if (!this.outage) this.log.warn({ err: { message: err?.message, code: err?.code }, fault }, 'the database cannot be written; jobs paused until it can')
+        this.outage ??= { since: Date.now() }
+        this.lastRoundAt = Date.now() // a paused runner is not a stuck one; readiness reports the database itself
+      })
       .finally(() => {
         this.claiming = undefined
         if (this.wakeAgain) {
           this.wakeAgain = false
-          this.wake()
+          this.claimNow()
         }
       })
   }
 
   private async claimAndRun() {
+    await this.writeKept() // throws while the database is still away: nothing is claimed meanwhile
     const free = this.config.jobs.concurrency - this.running.size
     if (free <= 0) return
+    // outcomes wait for their write: run no further ahead of the database (the write's end wakes us)
+    if (this.settling.size >= this.config.jobs.concurrency * 4) return
     const types = [...this.jobs.values()]
       .filter((j) => this.isPluginActive(j.plugin))
       .filter((j) => !j.concurrency || this.countRunning(j.type) < j.concurrency)
       .map((j) => j.type)
     const sweep = this.sweepDue
     this.sweepDue = false
-    const rows = await this.queue.claim(this.workerId, types, free, this.config.jobs.leaseMs, sweep)
+    const token = `${this.workerId}:${(++this.claims).toString(36)}`
+    // leases this runner still holds may have lapsed during an outage: never swept here
+    const held = [...this.running.values(), ...this.settling.values()].map((e) => e.token)
+    const rows = await this.queue.claim(token, types, free, this.config.jobs.leaseMs, sweep, held)
     // close() began while the claim was under way: hand the jobs back instead of starting them
-    if (this.stopped) return this.queue.release(this.workerId, rows.map((r) => r.id))
+    if (this.stopped) return this.queue.release(rows.map((r) => ({ id: r.id, token })))
+    const over: Array<{ id: number; token: string }> = []
     for (const row of rows) {
       const def = this.jobs.get(row.type)!
-      if (def.concurrency && this.countRunning(row.type) >= def.concurrency) {
-        await this.queue.release(this.workerId, [row.id])
-        continue
-      }
-      this.execute(row, def)
+      if (def.concurrency && this.countRunning(row.type) >= def.concurrency) over.push({ id: row.id, token })
+      else this.execute(row, def, token)
     }
+    await this.queue.release(over)
   }
 
   private countRunning(type: string) {
@@ -117,11 +199,14 @@ export class JobRunner {
     return n
   }
 
-  private execute(row: JobRow, def: RegisteredJob) {
+  private execute(row: JobRow, def: RegisteredJob, token: string) {
     const abort = new AbortController()
-    const entry: Running = { row, abort, progress: { progress: row.progress, success: row.success, failure: row.failure }, done: Promise.resolve() }
+    const entry: Running = { row, token, abort, progress: { progress: row.progress, success: row.success, failure: row.failure }, done: Promise.resolve() }
     const log = this.log.child({ job: row.id, type: row.type, attempt: row.attempts })
-    const scope = this.container.createScope()
+    const container = this.container
+    let scope: AwilixContainer | undefined
+    // most handlers of a busy queue never touch DI: the scope is made on first use
+    const scoped = () => (scope ??= container.createScope())
     const ctx: JobContext = {
       id: row.id,
       type: row.type,
@@ -131,62 +216,186 @@ export class JobRunner {
       progress: (fraction) => (entry.progress.progress = Math.max(0, Math.min(1, fraction))),
       count: (success, failure) => Object.assign(entry.progress, { success, failure }),
       runWorker: (file, task) => this.workerPool().run(task, { filename: fileURLToPath(file), signal: abort.signal }),
-      scope,
-      get em() {
-        return scope.resolve<JobContext['em']>('em')
+      get scope() {
+        return scoped()
       },
-      resolve: (ref: string | ServiceRef<unknown>) => scope.resolve(typeof ref === 'string' ? ref : ref.id),
+      get em() {
+        return scoped().resolve<JobContext['em']>('em')
+      },
+      resolve: (ref: string | ServiceRef<unknown>) => scoped().resolve(typeof ref === 'string' ? ref : ref.id),
       log,
     }
-    const heartbeatMs = Math.max(50, Math.min(this.config.jobs.leaseMs / 3, 2000))
-    const heartbeat = setInterval(async () => {
-      try {
-        const beat = await this.queue.heartbeat(row.id, this.workerId, this.config.jobs.leaseMs, entry.progress)
-        if (!beat) this.stop(entry, 'lease-lost')
-        else if (beat.cancelRequested) this.stop(entry, 'cancelled')
-      } catch (err) {
-        log.warn({ err }, 'heartbeat failed')
-      }
-    }, heartbeatMs)
     this.running.set(row.id, entry)
     log.info('job started')
     entry.done = (async () => {
+      let change: SettleChange | null
+      let err: Error | undefined
       try {
         if (row.cancel_requested) throw Object.assign(new Error('cancelled'), { name: 'AbortError' })
         const result = await def.handler(ctx)
         // work that completed counts even if a stop arrived meanwhile; the lease fence settles races
-        await this.queue.settle(row.id, this.workerId, { state: 'finished', result: result ?? null, error: null, progress: entry.progress })
-        log.info('job finished')
-      } catch (err) {
-        // a failed write (database unreachable) must not crash the process: the lease lapses and the job is retried
-        await this.recordFailure(entry, err as Error, log).catch((e) => log.error({ err: e }, 'recording the outcome of a job failed'))
-      } finally {
-        clearInterval(heartbeat)
-        this.running.delete(row.id)
-        this.wake()
+        change = { state: 'finished', result: result ?? null, error: null, progress: entry.progress }
+      } catch (e) {
+        err = e as Error
+        change = this.failure(entry, err)
       }
+      this.running.delete(row.id)
+      if (!change) return this.wake() // lease lost or shutdown: another run, here or elsewhere, takes over
+      this.settling.set(row.id, entry)
+      this.wake()
+      const settled = await this.complete(entry, change) // flush() takes the entry out of `settling`
+      if (!settled) return
+      if (change.state === 'finished') log.info('job finished')
+      else if (change.state === 'cancelled') log.info('job cancelled')
+      else if (change.uncount)
+        log.warn({ err: { message: err?.message, code: (err as any)?.code }, fault: faultOf(err), retryInMs: change.runAt!.getTime() - Date.now() }, 'job met a fault of the machine; handed back without counting the attempt')
+      else if (change.state === 'queued') log.warn({ err, retryInMs: change.runAt!.getTime() - Date.now() }, 'job failed; will retry')
+      else log.error({ err }, 'job failed')
     })()
   }
 
-  private async recordFailure(entry: Running, err: Error, log: Logger) {
+  /** what a handler's error makes of the job; null when nothing is to be written */
+  private failure(entry: Running, err: Error): SettleChange | null {
     const { row } = entry
     const reason = entry.stopReason ?? (row.cancel_requested ? 'cancelled' : undefined)
-    if (reason === 'lease-lost' || reason === 'shutdown') return // another run, here or elsewhere, takes over
-    if (reason === 'cancelled') {
-      await this.queue.settle(row.id, this.workerId, { state: 'cancelled', error: 'cancelled on request', progress: entry.progress })
-      log.info('job cancelled')
-      return
+    if (reason === 'lease-lost' || reason === 'shutdown') return null
+    if (reason === 'cancelled') return { state: 'cancelled', error: 'cancelled on request', progress: entry.progress }
+    // the database went away or a disk is full: not the job's failure, handed back with no attempt counted
+    const fault = faultOf(err)
+    if (fault) {
+      const retryInMs = fault === 'insufficient_storage' ? this.config.jobs.diskFullRetryMs : DATABASE_RETRY_MS
+      return { state: 'queued', runAt: new Date(Date.now() + retryInMs), uncount: true, progress: entry.progress }
     }
     // the row's limit: set from the definition at enqueue unless the caller chose one (claim() uses it too)
-    const maxAttempts = row.max_attempts
     const message = err?.message || String(err)
-    if (row.attempts < maxAttempts && !(err as any)?.permanent) {
+    if (row.attempts < row.max_attempts && !(err as any)?.permanent) {
       const delay = Math.min(1000 * 2 ** row.attempts, MAX_BACKOFF_MS)
-      await this.queue.settle(row.id, this.workerId, { state: 'queued', error: message, runAt: new Date(Date.now() + delay), progress: entry.progress })
-      log.warn({ err, retryInMs: delay }, 'job failed; will retry')
-    } else {
-      await this.queue.settle(row.id, this.workerId, { state: 'failed', error: message, progress: entry.progress })
-      log.error({ err }, 'job failed')
+      return { state: 'queued', error: message, runAt: new Date(Date.now() + delay), progress: entry.progress }
+    }
+    return { state: 'failed', error: message, progress: entry.progress }
+  }
+
+  /** joins the next batch of outcomes; true once written, false when the job was no longer this claim's */
+  private complete(entry: Running, change: SettleChange): Promise<boolean> {
+    return new Promise((resolve) => {
+      this.pending.push({ entry, change, resolve })
+      this.scheduleFlush()
+    })
+  }
+
+  /**
+   * One write at a time: outcomes that arrive while it is under way wait and go together in the
+   * next one (as a database's group commit does), those of one turn of the event loop go together.
+   */
+  private scheduleFlush() {
+    if (this.flushing || this.flushScheduled) return
+    this.flushScheduled = true
+    setImmediate(() => {
+      this.flushScheduled = false
+      this.flushing = this.flush().finally(() => {
+        this.flushing = undefined
+        if (this.pending.length) this.scheduleFlush()
+      })
+    })
+  }
+
+  private async flush() {
+    // A heartbeat under way may hold some of these rows (a handler that ended after it was sent).
+    // Not waiting for it keeps a stuck heartbeat from holding up every outcome; should the two lock
+    // shared rows in opposite orders, PostgreSQL ends one as a deadlock and the loop below writes again.
+    const batch = this.pending.splice(0, MAX_BATCH)
+    if (!batch.length) return
+    for (const c of batch) this.inFlight.add(c.entry.row.id)
+    const jobs = this.jobsOf(batch)
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const done = await this.queue.settleMany(jobs)
+        this.settled(batch, done)
+        return
+      } catch (err) {
+        for (const c of batch) this.inFlight.delete(c.entry.row.id)
+        if (faultOf(err) && !this.stopped) {
+          // the database is away: the outcomes are kept (their jobs still held) and written first
+          // by the next claim round that reaches it, before anything new is claimed
+          if (!this.kept.length) this.log.warn({ err: { message: (err as Error)?.message, code: (err as any)?.code }, jobs: batch.length }, 'the database cannot be written; outcomes of jobs are recorded once it can')
+          this.kept.push(...batch)
+          return
+        }
+        // fenced by the claim tokens, so writing again is safe; a write that keeps failing (not an
+        // outage, or while closing) must not crash the process: the jobs are no longer held here,
+        // their leases lapse and they run again
+        if (attempt < 4 && !this.stopped) {
+          this.log.warn({ err, attempt }, 'recording the outcome of jobs failed; trying again')
+          await new Promise((r) => setTimeout(r, 50 * 2 ** attempt))
+          continue
+        }
+        this.log.error({ err, jobs: jobs.map((j) => j.id) }, 'recording the outcome of jobs failed')
+        this.settled(batch, batch.map(() => false))
+        return
+      }
+    }
+  }
+
+  private jobsOf(batch: Completion[]) {
+    return batch.map(({ entry, change }) => ({ id: entry.row.id, token: entry.token, row: entry.row, ...change }))
+  }
+
+  /** a batch's write ended: each completion learns whether it was this claim's, and its slot is free */
+  private settled(batch: Completion[], done: boolean[]) {
+    batch.forEach((c, i) => {
+      this.inFlight.delete(c.entry.row.id)
+      c.resolve(done[i])
+    })
+    // the slots are free now, not once each job's own continuation ran (the claim below counts them)
+    for (const c of batch) if (this.settling.get(c.entry.row.id) === c.entry) this.settling.delete(c.entry.row.id)
+    this.wake()
+  }
+
+  /** the outcomes kept through an outage, in one batch; throws (and keeps them) while it lasts */
+  private async writeKept() {
+    if (!this.kept.length) return
+    const batch = this.kept.splice(0)
+    for (const c of batch) this.inFlight.add(c.entry.row.id)
+    let done: boolean[]
+    try {
+      done = await this.queue.settleMany(this.jobsOf(batch))
+    } catch (err) {
+      for (const c of batch) this.inFlight.delete(c.entry.row.id)
+      this.kept.unshift(...batch)
+      throw err
+    }
+    this.log.info({ jobs: batch.length }, 'outcomes kept through the outage recorded')
+    this.settled(batch, done)
+  }
+
+  /**
+   * One statement extends the lease of every job this process holds and writes their progress,
+   * beside a completion under way (which may take long: a user's jobs write their events with it)
+   * but never on its rows.
+   */
+  private heartbeat() {
+    if (this.beating) return
+    const entries = [...this.running.values(), ...[...this.settling.values()].filter((e) => !this.inFlight.has(e.row.id))]
+    if (!entries.length) return
+    this.beating = this.beat(entries).finally(() => (this.beating = undefined))
+  }
+
+  private async beat(entries: Running[]) {
+    try {
+      const held = await this.queue.heartbeat(entries.map((e) => ({ id: e.row.id, token: e.token, ...e.progress })), this.config.jobs.leaseMs)
+      for (const e of entries) {
+        // a handler that ended meanwhile: its outcome's write decides, fenced like this one
+        if (this.running.get(e.row.id) !== e) continue
+        const beat = held.get(e.row.id)
+        if (!beat) this.stop(e, 'lease-lost')
+        else if (beat.cancelRequested) this.stop(e, 'cancelled')
+      }
+      this.heartbeatFailing = false
+    } catch (err) {
+      // an outage: the leases are extended again when the database returns (this runner's sweep
+      // leaves them alone meanwhile; another process may take a lapsed one, and the next beat says so)
+      if (!this.heartbeatFailing) this.log.warn({ err: { message: (err as Error)?.message, code: (err as any)?.code } }, 'heartbeat failed')
+      this.heartbeatFailing = true
     }
   }
 
@@ -203,15 +412,27 @@ export class JobRunner {
 
   /** Stops claiming, aborts what runs, and hands it back to the queue for another process or the next start. */
   async close(deadlineMs = 10_000): Promise<void> {
-    if (this.stopped && this.running.size === 0) return
+    if (this.stopped && this.running.size === 0 && this.settling.size === 0) return
     this.stopped = true
     clearInterval(this.timer)
+    clearInterval(this.heartbeatTimer)
+    clearTimeout(this.gatherTimer)
     this.unsubscribe?.()
     await this.claiming // a claim under way hands its jobs back itself
-    const entries = [...this.running.values()]
-    for (const e of entries) this.stop(e, 'shutdown')
+    const entries = [...this.running.values(), ...this.settling.values()]
+    for (const e of this.running.values()) this.stop(e, 'shutdown')
+    // outcomes still owed from an outage: a last try; otherwise they go back to the queue below (or,
+    // with the database still away, their leases lapse and another process runs the jobs again)
+    await this.writeKept().catch((err) => {
+      this.log.error({ err: { message: err?.message, code: err?.code }, jobs: this.kept.map((c) => c.entry.row.id) }, 'recording the outcome of jobs failed')
+      const lost = this.kept.splice(0)
+      this.settled(lost, lost.map(() => false))
+    })
     await Promise.race([Promise.allSettled(entries.map((e) => e.done)), new Promise((r) => setTimeout(r, deadlineMs).unref())])
-    await this.queue.release(this.workerId, entries.map((e) => e.row.id)).catch((err) => this.log.error({ err }, 'releasing jobs failed'))
+    // what is still held (a handler past the deadline, an outcome not written) goes back; the rest is ended already
+    await this.queue.release(entries.map((e) => ({ id: e.row.id, token: e.token }))).catch((err) => this.log.error({ err }, 'releasing jobs failed'))
+    await this.flushing
+    await this.beating
     await this.pool?.destroy()
     this.pool = undefined
   }

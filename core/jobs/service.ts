@@ -1,8 +1,10 @@
 import type { Knex } from '@mikro-orm/knex'
 import { MamError } from '../errors.js'
+import { check } from '../http/validation.js'
+import { jobTypeName, type JobType } from './define.js'
 import type { RegisteredJob } from '../plugin/loader.js'
 import type { JobQueue } from './queue.js'
-import type { EnqueueOptions, JobRow } from './types.js'
+import type { EnqueueOptions, JobFilter, JobRow } from './types.js'
 
 /** What handlers and plugins use (resolved as `jobs`): enqueue by type, read, cancel. */
 export class JobService {
@@ -11,13 +13,29 @@ export class JobService {
     private readonly definitions: Map<string, RegisteredJob>,
   ) {}
 
-  enqueue<P>(type: string, payload: P, options?: EnqueueOptions): Promise<JobRow> {
+  /**
+   * Queues one job. A type defined with `defineJob` has its payload checked against the schema
+   * first: a payload that does not match is a 422 naming the fields (`payload[projectId]`) and
+   * nothing is written.
+   */
+  async enqueue<P>(job: JobType<P> | string, payload: P, options?: EnqueueOptions): Promise<JobRow> {
+    const type = jobTypeName(job)
+    this.checkPayload(type, payload)
     return this.queue.enqueue(type, this.kindOf(type), payload, this.withLimit(type, options))
   }
 
-  /** many jobs in few statements (a batch of registered files, a project's assets) */
-  enqueueMany(jobs: Array<{ type: string; payload: unknown; options?: EnqueueOptions }>): Promise<JobRow[]> {
-    return this.queue.enqueueMany(jobs.map((j) => ({ type: j.type, kind: this.kindOf(j.type), payload: j.payload, options: this.withLimit(j.type, j.options) })))
+  /** many jobs in few statements (a batch of registered files, a project's assets); all are checked before any is written */
+  async enqueueMany(jobs: Array<{ type: JobType<unknown> | string; payload: unknown; options?: EnqueueOptions }>): Promise<JobRow[]> {
+    const list = jobs.map((j) => ({ ...j, type: jobTypeName(j.type) }))
+    for (const j of list) this.checkPayload(j.type, j.payload)
+    return this.queue.enqueueMany(list.map((j) => ({ type: j.type, kind: this.kindOf(j.type), payload: j.payload, options: this.withLimit(j.type, j.options) })))
+  }
+
+  private checkPayload(type: string, payload: unknown) {
+    const compiled = this.definition(type).compiledPayload
+    if (!compiled) return
+    const errors = check(compiled, payload, true, 'payload')
+    if (errors.length) throw new MamError('invalid_parameters', `job ${type}: the payload does not match its schema: ${errors.map((e) => `${e.param} ${e.message}`).join('; ')}`, { errors })
   }
 
   /**
@@ -25,7 +43,9 @@ export class JobService {
    * `db` so it commits with the rows it will process; an already queued one that runs by then serves.
    * See `JobQueue.ensureQueued`.
    */
-  ensureQueued<P>(db: Knex, type: string, payload: P, options?: EnqueueOptions): Promise<void> {
+  async ensureQueued<P>(db: Knex, job: JobType<P> | string, payload: P, options?: EnqueueOptions): Promise<void> {
+    const type = jobTypeName(job)
+    this.checkPayload(type, payload)
     return this.queue.ensureQueued(db, type, this.kindOf(type), payload, this.withLimit(type, options))
   }
 
@@ -51,6 +71,11 @@ export class JobService {
 
   get(id: number): Promise<JobRow | null> {
     return this.queue.get(id)
+  }
+
+  /** the newest `limit` jobs matching every given column, e.g. `{ edit_id, user_id }` */
+  list(filter: JobFilter, limit = 50): Promise<JobRow[]> {
+    return this.queue.list(filter, limit)
   }
 
   cancel(id: number): Promise<JobRow | null> {

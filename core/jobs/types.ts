@@ -78,3 +78,7 @@ export interface JobRow {
   started_at: Date | null
   finished_at: Date | null
 }
+
+type Filterable = Pick<JobRow, 'type' | 'kind' | 'state' | 'user_id' | 'project_id' | 'edit_id' | 'asset_id'>
+/** columns a job query matches (JobService.list): one value, or any of a list */
+export type JobFilter = { [K in keyof Filterable]?: Filterable[K] | Filterable[K][] }

@@ -10,7 +10,7 @@ import type { JobType } from '../jobs/define.js'
 import type { MamConfig } from '../config.js'
 import type { EventBus } from '../events.js'
 import type { Access, Handler, HttpMethod, PluginDefinition, ProvideOptions, RouteDefinition, RouteOptions } from './contract.js'
-import { reachablePlugins, type ServiceRef, type ServiceResolver } from './services.js'
+import { reachablePlugins, stringKeyProblem, type ServiceRef, type ServiceResolver } from './services.js'
 import { PluginSettings } from './settings.js'
 
 export interface CompiledRoute extends RouteDefinition {
@@ -163,6 +163,8 @@ export async function loadPlugins(
       jobs: { define: (job: JobType<unknown> | string, definition: JobDefinition<any>) => defineJob(loaded, plugin.name, job, definition) },
       provide(ref: ServiceRef<unknown> | string, factory: ((resolve: ServiceResolver) => unknown) | Resolver<unknown>, options?: ProvideOptions) {
         const id = typeof ref === 'string' ? ref : ref.id
+        const keyProblem = typeof ref === 'string' ? stringKeyProblem(plugin.name, ref, factory) : null
+        if (keyProblem) throw new BootError('SERVICE_INVALID', plugin.name, keyProblem)
         if (typeof ref !== 'string' && ref.plugin !== plugin.name)
           throw new BootError('SERVICE_INVALID', plugin.name, `service "${id}" belongs to ${ref.plugin === 'core' ? 'the core' : `plugin "${ref.plugin}"`}: a plugin provides services named after itself ("${plugin.name}.<name>")`)
         const owner = loaded.services.get(id)

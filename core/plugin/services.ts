@@ -87,8 +87,27 @@ export function reachablePlugins(plugin: PluginDefinition, byName: ReadonlyMap<s
   return reachable
 }
 
+const ALIAS_OF = Symbol('mamkit.aliasOf')
+
 /**
  * @deprecated a legacy string key for a service provided by ref (`api.provide('projects', aliasOf(ref))`),
  * until every caller resolves the ref
  */
-export const aliasOf = (ref: ServiceRef<unknown>) => asFunction((cradle: Record<string, unknown>) => cradle[ref.id]).singleton()
+export const aliasOf = (ref: ServiceRef<unknown>) => Object.assign(asFunction((cradle: Record<string, unknown>) => cradle[ref.id]).singleton(), { [ALIAS_OF]: ref })
+
+/** the keys the core registers without a prefix (legacy string keys beside its refs) */
+const CORE_KEYS = new Set([...Object.keys(coreServices), 'orm'])
+
+/**
+ * Why a plugin may not provide a service under the string key `id`, or null. String keys are
+ * legacy: the only ones allowed are aliases (aliasOf) of the plugin's own refs that shadow nothing
+ * of the core, and keys named `<plugin>.<name>` after the plugin itself.
+ */
+export function stringKeyProblem(plugin: string, id: string, resolver: unknown): string | null {
+  if (CORE_KEYS.has(id)) return `service "${id}" would shadow the core's service of that name (core.${id})`
+  const target = (resolver as { [ALIAS_OF]?: ServiceRef<unknown> } | null)?.[ALIAS_OF]
+  if (target) return target.plugin === plugin ? null : `service "${id}" aliases "${target.id}" of plugin "${target.plugin}": a plugin provides only its own services`
+  const m = REF_ID.exec(id)
+  if (!m) return `service "${id}" has no plugin prefix: provide it through a ServiceRef named "${plugin}.<name>" (createServiceRef)`
+  return m[1] === plugin ? null : `service "${id}" belongs to ${m[1] === 'core' ? 'the core' : `plugin "${m[1]}"`}: a plugin provides services named after itself ("${plugin}.<name>")`
+}

@@ -1,5 +1,5 @@
 import { constants, existsSync, type Stats } from 'node:fs'
-import { lstat, open, readdir, readlink, realpath, stat, type FileHandle } from 'node:fs/promises'
+import { lstat, mkdir, open, readdir, readlink, realpath, rmdir, stat, type FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 import { MamError, invalidParam } from '../errors.js'
 
@@ -182,4 +182,39 @@ export function safeName(text: string, fallback = 'unnamed'): string {
 export function uploadName(clientName: string, fallback = 'upload'): string {
   const base = path.posix.basename(nfc(clientName).replace(/\\/g, '/')).replace(/\0/g, '')
   return base.replace(/^\./, '_') || fallback
+}
+
+/**
+ * `mkdir -p` that names the true cause of a failure. Node's recursive mkdir reports ENOENT when a
+ * parent could not be made for any reason (a full disk's ENOSPC, EDQUOT, EACCES), which would be
+ * a 500 instead of a 507; then the missing levels are made one at a time, the failing one throws
+ * its own error, and the levels made before it are removed again (only while empty: another
+ * request may be filling them). Returns the first folder made, like `mkdir(…, { recursive: true })`.
+ */
+export async function makeDirs(dir: string): Promise<string | undefined> {
+  try {
+    return await mkdir(dir, { recursive: true })
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+  }
+  const missing: string[] = []
+  for (let p = path.resolve(dir); !(await lstat(p).then(() => true, () => false)); p = path.dirname(p)) {
+    missing.unshift(p)
+    if (path.dirname(p) === p) break
+  }
+  const made: string[] = []
+  try {
+    for (const level of missing) {
+      try {
+        await mkdir(level)
+        made.push(level)
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+      }
+    }
+  } catch (err) {
+    for (const level of made.reverse()) await rmdir(level).catch(() => {})
+    throw err
+  }
+  return made[0]
 }

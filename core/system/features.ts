@@ -58,8 +58,9 @@ export class FeatureService {
     this.loadedAt = Date.now()
   }
 
-  /** switched on, and so is everything it depends on (a module on by default may need one that is off) */
+  /** loaded and switched on, and so is everything it depends on (a module on by default may need one that is off) */
   isActive(name: string): boolean {
+    if (!this.plugins.has(name)) return false
     if (Date.now() - this.loadedAt > REFRESH_MS && !this.refreshing)
       this.refreshing = this.reload()
         .catch(() => {})

@@ -168,4 +168,18 @@ export const coreMigrations: Migration[] = [
       })
     },
   },
+  {
+    // The claim walks queued jobs in priority order and the sweep finds running ones whose lease
+    // lapsed: both read only the runnable few, so partial indexes hold only those rows and finished
+    // jobs (nearly all of the table, after a while) no longer cost an index write per state change.
+    // They replace the indexes over every row that 0001 and 0003 made for the same queries.
+    name: '0008-jobs-runnable-indexes',
+    async up(knex) {
+      await knex.raw(`create index jobs_queued_index on jobs (priority desc, id) where state = 'queued'`)
+      await knex.raw(`create index jobs_running_index on jobs (lease_until) where state = 'running'`)
+      await knex.raw('drop index jobs_claim_index')
+      await knex.raw('drop index jobs_state_run_at_index')
+      await knex.raw('drop index jobs_state_lease_until_index')
+    },
+  },
 ]

@@ -2,7 +2,9 @@ import { Type } from 'typebox'
 import type { RegisterApi } from '../plugin/contract.js'
 import type { MamContext } from '../http/context.js'
 import { AuthToken, User } from '../auth/entities.js'
-import { createAuthToken } from '../auth/accounts.js'
+import { createAuthToken, type UserView } from '../auth/accounts.js'
+import { column, preparedRead, type PreparedRead } from '../db/rows.js'
+import type { Knex } from '../db/orm.js'
 import type { UserViews } from '../auth/user-views.js'
 import { verifyPassword } from '../auth/secrets.js'
 import { MamError, unauthenticated } from '../errors.js'
@@ -57,11 +59,28 @@ export function registerSessionRoutes({ routes, config, events }: RegisterApi) {
   }))
 }
 
+/** the signed-in user's row with its role, prepared once per knex (GET /session is polled) */
+const userRows = new WeakMap<object, PreparedRead>()
+const USER_ROW = 'select u.id, u.username, u.firstname, u.lastname, u.email, u.created_at, u.updated_at, r.id as role_id, r.name as role_name from users u join roles r on r.id = u.role_id where u.id = ?'
+
 export async function currentUser(ctx: MamContext) {
-  const user = await ctx.em.findOne(User, ctx.user!.userId, { populate: ['role'] })
+  const knex = ctx.resolve<Knex>('knex')
+  let read = userRows.get(knex)
+  if (!read) userRows.set(knex, (read = preparedRead(knex, USER_ROW)))
+  const [row] = await read([ctx.user!.userId])
   // deleted meanwhile, by a process whose notice has not arrived yet
-  if (!user) throw unauthenticated('The signed-in user no longer exists')
-  return ctx.resolve<UserViews>('userViews').one(ctx.em, user, ctx.user!)
+  if (!row) throw unauthenticated('The signed-in user no longer exists')
+  const user: UserView = {
+    id: Number(row.id),
+    username: row.username,
+    firstname: row.firstname,
+    lastname: row.lastname,
+    email: row.email,
+    role: { id: Number(row.role_id), name: row.role_name },
+    createdAt: column.date(row.created_at)!,
+    updatedAt: column.date(row.updated_at)!,
+  }
+  return ctx.resolve<UserViews>('userViews').one(() => ctx.em, user, ctx.user!)
 }
 
 async function revokeToken(ctx: MamContext, id: number, events: EventBus) {

@@ -5,7 +5,7 @@
  *
  *   mamkit serve --plugin ./dist/examples/partner-plugin/plugin.js
  */
-import { definePlugin, IdParams, Type, iso, notFound, timestamps, type MamContext } from '../../core/index.js'
+import { coreServices, createServiceRef, definePlugin, IdParams, Type, iso, notFound, timestamps, type Knex } from '../../core/index.js'
 
 /** the table this plugin owns; named after the plugin, as every plugin's tables are */
 export const TABLE = 'shot_notes'
@@ -50,8 +50,31 @@ const serialize = (row: NoteRow) => ({
   updated_at: iso(row.updated_at),
 })
 
-// the request's EntityManager also offers the query builder; enough for a table this simple
-const notes = (ctx: MamContext) => ctx.em.getKnex()(TABLE)
+/** every query of the plugin: handlers parse and answer, this reads and writes (routes → services → database) */
+export class ShotNoteService {
+  constructor(private readonly knex: Knex) {}
+
+  list(options: { shot?: string; limit: number }): Promise<NoteRow[]> {
+    const query = this.knex(TABLE).orderBy('id', 'desc').limit(options.limit)
+    if (options.shot) query.where({ shot: options.shot })
+    return query
+  }
+
+  async get(id: number): Promise<NoteRow> {
+    const row: NoteRow | undefined = await this.knex(TABLE).where({ id }).first()
+    if (!row) throw notFound('shot note', id)
+    return row
+  }
+
+  async create(userId: number, note: { shot: string; text: string }): Promise<NoteRow> {
+    const now = new Date()
+    const [inserted] = await this.knex(TABLE).insert({ shot: note.shot, text: note.text, user_id: userId, created_at: now, updated_at: now }).returning('id')
+    return this.get(Number(typeof inserted === 'object' ? inserted.id : inserted))
+  }
+}
+
+/** the service's ref, named `<plugin>.<name>`: other plugins that depend on shot-notes resolve it */
+export const shotNoteServices = { service: createServiceRef<ShotNoteService>('shot-notes.service') }
 
 export default definePlugin({
   name: 'shot-notes',
@@ -73,29 +96,23 @@ export default definePlugin({
       },
     },
   ],
-  register({ routes }) {
+  register(api) {
+    const { routes } = api
+    api.provide(shotNoteServices.service, (resolve) => new ShotNoteService(resolve(coreServices.knex)))
+    const notes = api.use(shotNoteServices.service)
+
     routes.get('/shot_notes', { access: 'authenticated', input: ListInput, summary: 'notes, newest first' }, async (ctx) => {
-      const { shot, per_page = 100 } = ctx.input
-      const query = notes(ctx).orderBy('id', 'desc').limit(per_page)
-      if (shot) query.where({ shot })
-      const rows: NoteRow[] = await query
+      const rows = await notes().list({ shot: ctx.input.shot, limit: ctx.input.per_page ?? 100 })
       return { shot_notes: rows.map(serialize) }
     })
 
     routes.get('/shot_notes/:id', { access: 'authenticated', params: IdParams, summary: 'one note' }, async (ctx) => {
-      const row: NoteRow | undefined = await notes(ctx).where({ id: ctx.params.id }).first()
-      if (!row) throw notFound('shot note', ctx.params.id)
-      return { shot_note: serialize(row) }
+      return { shot_note: serialize(await notes().get(ctx.params.id)) }
     })
 
     routes.post('/shot_notes', { access: WRITE, input: NoteInput, summary: 'write a note' }, async (ctx) => {
-      const now = new Date()
-      const [inserted] = await notes(ctx)
-        .insert({ shot: ctx.input.note.shot, text: ctx.input.note.text, user_id: ctx.user!.userId, created_at: now, updated_at: now })
-        .returning('id')
-      const id = typeof inserted === 'object' ? inserted.id : inserted
       ctx.status = 201
-      return { shot_note: serialize(await notes(ctx).where({ id }).first()) }
+      return { shot_note: serialize(await notes().create(ctx.user.userId, ctx.input.note)) }
     })
   },
 })

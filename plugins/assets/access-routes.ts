@@ -1,11 +1,7 @@
 import { Type } from 'typebox'
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import { IdParam, IdParams } from '../../core/http/schemas.js'
-import { notFound } from '../../core/errors.js'
-import { AccessRight } from '../identity/entities.js'
-import type { AccessRightService } from '../identity/access-rights.js'
-import { PROJECT } from '../projects/service.js'
-import type { ProjectService } from '../projects/service.js'
+import { IdParam, IdParams, notFound, type RegisterApi } from '../../core/index.js'
+import { AccessRight, type AccessRightService } from '../identity/index.js'
+import { PROJECT, type ProjectService } from '../projects/index.js'
 import type { AssetService } from './service.js'
 
 const AssetParams = Type.Object({ asset_id: IdParam })

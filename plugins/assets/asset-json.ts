@@ -1,4 +1,4 @@
-import { iso } from '../../core/db/entity.js'
+import { iso } from '../../core/index.js'
 import type { Asset } from './entities.js'
 
 /** What an asset's JSON is made of: an entity, or a row read without the ORM (listings). */
@@ -8,7 +8,7 @@ export type AssetView = Pick<
 > & { project: { id: number; name: string } }
 
 /** the columns `viewOfRow` reads */
-export const ASSET_COLUMNS = ['id', 'uuid', 'name', 'type', 'path', 'folder', 'size', 'duration', 'online', 'metadata', 'analysis_state', 'analysis_error', 'proxy_state', 'proxy_error', 'proxy_version', 'proxies', 'description', 'crc32', 'sha256', 'mtime', 'created_at', 'updated_at']
+export const ASSET_COLUMNS = ['id', 'project_id', 'uuid', 'name', 'type', 'path', 'folder', 'size', 'duration', 'online', 'metadata', 'analysis_state', 'analysis_error', 'proxy_state', 'proxy_error', 'proxy_version', 'proxies', 'description', 'crc32', 'sha256', 'mtime', 'created_at', 'updated_at']
 
 // drivers differ: SQLite gives JSON as text, booleans as 0/1 and dates as numbers; PostgreSQL gives bigints as strings
 const json = (v: unknown) => (typeof v === 'string' ? JSON.parse(v) : (v ?? {}))

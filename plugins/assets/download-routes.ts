@@ -1,10 +1,5 @@
 import { Type } from 'typebox'
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import type { MamContext } from '../../core/http/context.js'
-import { IdParam, IdParams } from '../../core/http/schemas.js'
-import { MamError } from '../../core/errors.js'
-import type { JobService } from '../../core/jobs/service.js'
-import { User } from '../../core/auth/entities.js'
+import { IdParam, IdParams, NoInput, MamError, User, type RegisterApi, type MamContext, type JobService } from '../../core/index.js'
 import type { AssetService } from './service.js'
 import type { Asset } from './entities.js'
 import { AssetState, serializeState, type PackageKind } from './downloads.js'
@@ -15,7 +10,6 @@ import { openOriginal, withOriginal } from './originals.js'
 
 const StateInput = Type.Object({ state_id: IdParam }, { additionalProperties: false })
 const LowresInput = Type.Object({ state_id: Type.Optional(IdParam), inline: Type.Optional(Type.Boolean()) }, { additionalProperties: false })
-const Empty = Type.Object({}, { additionalProperties: false })
 const LOWRES_EXTENSIONS: Record<string, string> = { lowres: 'mp4', audio: 'm4a', image: 'webp' }
 
 const stateProblem = (code: 'not_found' | 'gone' | 'conflict', detail: string, message: string) => new MamError(code, detail, { errors: [{ param: 'state_id', message }] })
@@ -54,9 +48,9 @@ export function registerDownloadRoutes({ routes }: RegisterApi) {
     return state
   }
 
-  routes.put('/assets/:id/prepare_download_highres', { access: 'authenticated', params: IdParams, input: Empty, summary: 'package the original file (zip); answers the state id' }, prepare('highres'))
-  routes.put('/assets/:id/prepare_download_editing_proxy', { access: 'authenticated', params: IdParams, input: Empty, summary: 'prepare the editing proxy (built on demand)' }, prepare('editing_proxy'))
-  routes.put('/assets/:id/prepare_download_lowres', { access: 'authenticated', params: IdParams, input: Empty, summary: 'prepare the low-res proxy as a download' }, prepare('lowres'))
+  routes.put('/assets/:id/prepare_download_highres', { access: 'authenticated', params: IdParams, input: NoInput, summary: 'package the original file (zip); answers the state id' }, prepare('highres'))
+  routes.put('/assets/:id/prepare_download_editing_proxy', { access: 'authenticated', params: IdParams, input: NoInput, summary: 'prepare the editing proxy (built on demand)' }, prepare('editing_proxy'))
+  routes.put('/assets/:id/prepare_download_lowres', { access: 'authenticated', params: IdParams, input: NoInput, summary: 'prepare the low-res proxy as a download' }, prepare('lowres'))
 
   routes.get('/assets/:id/download_highres', { access: 'authenticated', params: IdParams, input: StateInput, summary: 'the zip of the original file (state_id from prepare_download_highres), with HTTP Range' }, async (ctx) => {
     const { asset } = await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)

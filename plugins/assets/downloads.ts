@@ -1,7 +1,5 @@
 import { BigIntType, EntitySchema } from '@mikro-orm/core'
-import { BaseEntity, baseProperties, iso } from '../../core/db/entity.js'
-import { User } from '../../core/auth/entities.js'
-import type { JobRow } from '../../core/jobs/types.js'
+import { BaseEntity, baseProperties, iso, User, type JobRow } from '../../core/index.js'
 import { Asset } from './entities.js'
 
 export type PackageKind = 'highres' | 'editing_proxy' | 'lowres'

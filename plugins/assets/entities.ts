@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { BigIntType, EntitySchema, type Opt } from '@mikro-orm/core'
-import { BaseEntity, baseProperties } from '../../core/db/entity.js'
-import { Project } from '../projects/entities.js'
+import { BaseEntity, baseProperties } from '../../core/index.js'
+import { Project } from '../projects/index.js'
 
 export type AssetType = 'video' | 'audio' | 'image' | 'other'
 export type ProcessingState = 'pending' | 'processing' | 'ready' | 'failed'

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { defineEvent } from '../../core/events.js'
+import { defineEvent } from '../../core/index.js'
 
 /** a file was uploaded into a project and has its asset row */
 export const assetIngested = defineEvent('asset.ingested', {

@@ -1,7 +1,7 @@
 import { readdir } from 'node:fs/promises'
 import path from 'node:path'
 import { raw } from '@mikro-orm/core'
-import type { Knex } from '../../core/db/orm.js'
+import type { Knex } from '../../core/index.js'
 
 export const isHidden = (name: string) => name.startsWith('.')
 
@@ -19,6 +19,8 @@ export const folderOf = (relative: string) => {
 export const below = (column: 'path' | 'folder', prefix: string) => ({
   [raw((alias: string) => `substr(${alias}.${column}, 1, ${[...prefix].length + 1}) = ?`, [`${prefix}/`])]: [],
 })
+/** the same test on `path` for knex queries: `q.orWhereRaw(...pathBelow(prefix))` */
+export const pathBelow = (prefix: string): [string, [number, string]] => ['substr(path, 1, ?) = ?', [[...prefix].length + 1, `${prefix}/`]]
 
 /** `folder`, and with `recursive` everything below it, as a knex condition (the same `substr` test as `below`) */
 export function inFolder(q: Knex.QueryBuilder, folder: string, recursive: boolean): Knex.QueryBuilder {

@@ -1,4 +1,4 @@
-import type { JobRegistrar } from '../../core/plugin/contract.js'
+import type { JobRegistrar } from '../../core/index.js'
 import { Asset } from './entities.js'
 import { withOriginal } from './originals.js'
 import type { HashResult, HashTask } from './workers/hash.js'

@@ -1,6 +1,5 @@
 import { assetEvents } from './events.js'
-import { definePlugin } from '../../core/plugin/contract.js'
-import { aliasOf, coreServices } from '../../core/plugin/services.js'
+import { definePlugin, aliasOf, coreServices, type JobService, type Knex } from '../../core/index.js'
 import { projectServices } from '../projects/refs.js'
 import { assetServices } from './refs.js'
 import { AssetSchema } from './entities.js'
@@ -20,14 +19,21 @@ import { registerReportRoutes } from './report-routes.js'
 import { registerAssetAccessRoutes } from './access-routes.js'
 import { AssetShareSchema } from './shares.js'
 import { registerShareRoutes } from './share-routes.js'
-import type { JobService } from '../../core/jobs/service.js'
-import type { Knex } from '../../core/db/orm.js'
 import { assetPathMoves } from './path-moves.js'
 import { Ingest } from './ingest.js'
+import { AssetDestroyer } from './destroy.js'
+import { PreparedDownloads } from './prepared.js'
 
 export { Asset } from './entities.js'
 export { AssetService } from './service.js'
+export type { ProxyStore } from './proxy-store.js'
 export { assetServices } from './refs.js'
+export type { PreparedDownloads } from './prepared.js'
+export { METADATA_PROPERTIES } from './properties.js'
+/** for plugins that serve an asset's files under their own access rules (galleries' guest links) */
+export { withOriginal, type Original } from './originals.js'
+export { sendProxy } from './proxy-routes.js'
+export { sendBody } from './serve-file.js'
 
 /** Assets and the media pipeline (§4.6, §4.9, §4.20): ingest, analysis with ffprobe/sharp, listing. */
 export const assetsPlugin = definePlugin({
@@ -41,9 +47,11 @@ export const assetsPlugin = definePlugin({
   events: assetEvents,
   register(api) {
     const { service, ingest, proxyStore } = assetServices
-    api.provide(service, (r) => new AssetService(r(projectServices.service), r(coreServices.jobs)))
+    api.provide(service, (r) => new AssetService(r(projectServices.service), r(coreServices.jobs), r(coreServices.knex)))
     api.provide(ingest, (r) => new Ingest(r(coreServices.knex), r(projectServices.storageJournal), r(projectServices.service), r(service)))
+    api.provide(assetServices.destroyer, (r) => new AssetDestroyer(r(coreServices.knex), r(projectServices.storageJournal), r(projectServices.service)))
     api.provide(proxyStore, (r) => new ProxyStore(r(coreServices.config).dataDir, r(coreServices.config).secretKey))
+    api.provide(assetServices.downloads, (r) => new PreparedDownloads(r(coreServices.jobs)))
     // legacy string keys, until every plugin resolves by ref
     for (const [key, ref] of Object.entries({ assets: service, ingest, proxyStore })) api.provide(key, aliasOf(ref))
     registerAssetRoutes(api)
@@ -64,6 +72,7 @@ export const assetsPlugin = definePlugin({
     resolve(projectServices.pathMoveHooks).add(assetPathMoves)
     // uploads cut short by a crash are undone (projects runs the journal's repairs once every plugin started)
     resolve(assetServices.ingest).defineRepair()
+    resolve(assetServices.destroyer).defineRepair()
     // the clean-up of expired downloads reschedules itself; start the chain once
     const pending = await resolve<Knex>('knex')('jobs').where({ type: 'assets.expire-downloads' }).whereIn('state', ['queued', 'running']).first()
     if (!pending) await resolve<JobService>('jobs').enqueue('assets.expire-downloads', {}, { runAt: new Date(Date.now() + 60_000) })

@@ -1,18 +1,11 @@
 import { randomUUID } from 'node:crypto'
-import { constants, copyFile, link, mkdir, readdir, realpath, rm, stat, unlink } from 'node:fs/promises'
+import { constants, copyFile, link, readdir, realpath, rm, stat, unlink } from 'node:fs/promises'
 import path from 'node:path'
-import type { Knex } from '../../core/db/orm.js'
-import { linkExclusive } from '../../core/storage/exclusive.js'
-import { identityOf, sameFile, type FileIdentity } from '../../core/storage/identity.js'
-import type { JournalEntry, StorageJournal } from '../../core/storage/journal.js'
-import { projectScope } from '../projects/index.js'
-import type { Project } from '../projects/entities.js'
-import type { ProjectService } from '../projects/service.js'
+import { linkExclusive, identityOf, sameFile, invalidParam, resolveInside, type Knex, type FileIdentity, type JournalEntry, type StorageJournal, makeDirs } from '../../core/index.js'
+import { projectScope, type Project, type ProjectService } from '../projects/index.js'
 import type { AssetService } from './service.js'
 import { ASSET_COLUMNS, viewOfRow, type AssetView } from './asset-json.js'
 import { MAX_NAME_BYTES, candidateNames } from './upload-names.js'
-import { invalidParam } from '../../core/errors.js'
-import { resolveInside } from '../../core/storage/paths.js'
 
 const INGEST_KIND = 'assets.ingest'
 
@@ -82,7 +75,7 @@ export class Ingest {
         await this.journal.update(entry, Object.assign(intent, { folder: where.folder }))
       }
       const { dir, folder } = where
-      await mkdir(dir, { recursive: true })
+      await makeDirs(dir)
       const temps = uploads.map((_, i) => tempOf(dir, intent.token, i))
       for (const [i, upload] of uploads.entries()) await place(upload.tempPath, temps[i])
       const taken = await this.namesTaken(project.id, folder, uploads.map((u) => u.name))

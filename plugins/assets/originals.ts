@@ -1,11 +1,10 @@
 import { randomBytes } from 'node:crypto'
-import { mkdir, rm, symlink } from 'node:fs/promises'
+import { rm, symlink } from 'node:fs/promises'
 import path from 'node:path'
-import type { MamConfig } from '../../core/config.js'
-import { MamError, permanentError } from '../../core/errors.js'
-import { openInside, type OpenedFile } from '../../core/storage/paths.js'
-import type { ProjectService } from '../projects/service.js'
+import { MamError, permanentError, openInside, type MamConfig, type OpenedFile } from '../../core/index.js'
+import type { ProjectService } from '../projects/index.js'
 import type { Asset } from './entities.js'
+import { makeDirs } from '../../core/index.js'
 
 /** An asset's original, opened and checked; read it through `handle` or `toolPath()`, never by its name. */
 export interface Original extends OpenedFile {
@@ -45,7 +44,7 @@ export async function openOriginal(ctx: Resolver, asset: Asset): Promise<Origina
     async toolPath() {
       if (link) return link
       const dir = path.join(ctx.resolve<MamConfig>('config').dataDir, 'tmp', 'originals')
-      await mkdir(dir, { recursive: true })
+      await makeDirs(dir)
       const candidate = path.join(dir, `${randomBytes(8).toString('hex')}${path.extname(asset.name).toLowerCase()}`)
       await symlink(opened.descriptorPath, candidate)
       return (link = candidate)

@@ -1,6 +1,6 @@
-import type { Knex } from '../../core/db/orm.js'
+import type { Knex } from '../../core/index.js'
 import type { PathMove, PathMoveHook } from '../projects/index.js'
-import { folderOf } from './files.js'
+import { folderOf, pathBelow } from './files.js'
 
 const BATCH = 200
 const chars = (s: string) => [...s].length
@@ -19,7 +19,7 @@ export const assetPathMoves: PathMoveHook = {
         .where('project_id', projectId)
         .where((q) => {
           q.whereIn('path', batch.map((m) => m.to))
-          for (const m of batch.filter((m) => m.isFolder)) q.orWhereRaw('substr(path, 1, ?) = ?', [chars(m.to) + 1, `${m.to}/`])
+          for (const m of batch.filter((m) => m.isFolder)) q.orWhereRaw(...pathBelow(m.to))
         })
         .select('path')
       for (const m of batch) if (rows.some((r) => r.path === m.to || (m.isFolder && r.path.startsWith(`${m.to}/`)))) taken.push(m.to)

@@ -1,27 +1,16 @@
 import path from 'node:path'
-import type { Outbox } from '../../core/outbox.js'
+import { IdParams, NoInput, invalidParam, uploadName, serializeJob, idempotent, type Outbox, type RegisterApi, type MamContext, type JobService, type Knex } from '../../core/index.js'
 import { assetIngested } from './events.js'
-import { Type } from 'typebox'
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import type { MamContext } from '../../core/http/context.js'
-import { IdParams } from '../../core/http/schemas.js'
-import { invalidParam } from '../../core/errors.js'
-import { uploadName } from '../../core/storage/paths.js'
-import type { JobService } from '../../core/jobs/service.js'
-import { serializeJob } from '../../core/system/status-routes.js'
-import type { ProjectService } from '../projects/service.js'
+import type { ProjectService } from '../projects/index.js'
 import { Asset } from './entities.js'
-import { AddAssetsInput, CountInput, InjectInput, ListAssetsInput } from './schemas.js'
+import { AddAssetsInput, ChangedSinceInput, CountInput, InjectInput, ListAssetsInput } from './schemas.js'
 import { cleanRelative, type AssetService } from './service.js'
 import { folderOf, inFolder } from './files.js'
 import { MAX_NAME_BYTES } from './upload-names.js'
 import type { Ingest } from './ingest.js'
-import { idempotent } from '../../core/idempotency/idempotent.js'
 import { ASSET_COLUMNS, serializeAsset, viewOfRow } from './asset-json.js'
-import type { Knex } from '../../core/db/orm.js'
 
 export const MAX_UPLOAD_BYTES = 50 * 1024 ** 3
-const Empty = Type.Object({}, { additionalProperties: false })
 
 /** §4.20 asset routes of projects: list, count, addassets, inject_uploads, reindex, rescan, repair, changed metadata. */
 export function registerProjectAssetRoutes({ routes }: RegisterApi) {
@@ -112,11 +101,11 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
     ctx.status = 202
     return { job: serializeJob(job) }
   }
-  routes.put('/projects/:id/reindex', { access: 'authenticated', params: IdParams, input: Empty, summary: 'walk the tree: new files become assets, vanished ones go offline' }, enqueue('assets.reindex', (projectId, ctx) => ({ projectId, userId: ctx.user!.userId })))
-  routes.put('/projects/:id/rescan', { access: 'authenticated', params: IdParams, input: Empty, summary: 're-analyse assets of unknown type' }, enqueue('assets.reanalyse', (projectId, ctx) => ({ projectId, onlyOther: true, userId: ctx.user!.userId })))
-  routes.put('/projects/:id/repair', { access: 'authenticated', params: IdParams, input: Empty, summary: 're-analyse all assets' }, enqueue('assets.reanalyse', (projectId, ctx) => ({ projectId, onlyOther: false, userId: ctx.user!.userId })))
+  routes.put('/projects/:id/reindex', { access: 'authenticated', params: IdParams, input: NoInput, summary: 'walk the tree: new files become assets, vanished ones go offline' }, enqueue('assets.reindex', (projectId, ctx) => ({ projectId, userId: ctx.user!.userId })))
+  routes.put('/projects/:id/rescan', { access: 'authenticated', params: IdParams, input: NoInput, summary: 're-analyse assets of unknown type' }, enqueue('assets.reanalyse', (projectId, ctx) => ({ projectId, onlyOther: true, userId: ctx.user!.userId })))
+  routes.put('/projects/:id/repair', { access: 'authenticated', params: IdParams, input: NoInput, summary: 're-analyse all assets' }, enqueue('assets.reanalyse', (projectId, ctx) => ({ projectId, onlyOther: false, userId: ctx.user!.userId })))
 
-  routes.get('/projects/:id/changed_asset_metadata', { access: 'authenticated', params: IdParams, input: Type.Object({ since: Type.Optional(Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}', maxLength: 40 })) }, { additionalProperties: false }), summary: 'assets whose metadata changed since the project was last used' }, async (ctx) => {
+  routes.get('/projects/:id/changed_asset_metadata', { access: 'authenticated', params: IdParams, input: ChangedSinceInput, summary: 'assets whose metadata changed since the project was last used' }, async (ctx) => {
     const { project } = await projects(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
     const since = ctx.input.since ? new Date(ctx.input.since) : project.lastUsedAt
     if (since && Number.isNaN(since.getTime())) throw invalidParam('since', 'must be an ISO 8601 time')

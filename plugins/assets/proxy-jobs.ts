@@ -1,17 +1,13 @@
 import { mkdir, rm } from 'node:fs/promises'
-import type { Outbox } from '../../core/outbox.js'
+import type { Outbox, JobRegistrar, MamConfig, MediaTools, JobContext, JobService } from '../../core/index.js'
 import { assetProxyReady } from './events.js'
 import path from 'node:path'
-import type { JobRegistrar } from '../../core/plugin/contract.js'
-import type { MamConfig } from '../../core/config.js'
-import type { MediaTools } from '../../core/media/tools.js'
-import type { JobContext } from '../../core/jobs/types.js'
-import type { JobService } from '../../core/jobs/service.js'
 import { Asset } from './entities.js'
 import { assetJob } from './service.js'
 import { withOriginal } from './originals.js'
 import type { ProxyStore } from './proxy-store.js'
 import { buildProxies, burnTimecode, DEFAULT_PROXY_SETTINGS, type ProxySettings } from './proxies.js'
+import { makeDirs } from '../../core/index.js'
 
 export const settingsOf = (config: MamConfig): ProxySettings => ({ ...DEFAULT_PROXY_SETTINGS, ...(config.plugins.assets?.proxy as Partial<ProxySettings> | undefined) })
 
@@ -19,7 +15,7 @@ export const settingsOf = (config: MamConfig): ProxySettings => ({ ...DEFAULT_PR
 async function withWorkDir<T>(ctx: JobContext, work: (dir: string) => Promise<T>): Promise<T> {
   const dir = path.join(ctx.resolve<MamConfig>('config').dataDir, 'tmp', `job-${ctx.id}-${ctx.attempt}`)
   await rm(dir, { recursive: true, force: true })
-  await mkdir(dir, { recursive: true })
+  await makeDirs(dir)
   try {
     return await work(dir)
   } finally {

@@ -1,12 +1,6 @@
 import { Type } from 'typebox'
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import type { MamContext } from '../../core/http/context.js'
-import { IdParam, IdParams } from '../../core/http/schemas.js'
-import { notFound } from '../../core/errors.js'
-import type { JobService } from '../../core/jobs/service.js'
-import type { MediaTools } from '../../core/media/tools.js'
-import { serializeJob } from '../../core/system/status-routes.js'
-import type { ProjectService } from '../projects/service.js'
+import { IdParam, IdParams, NoInput, notFound, serializeJob, type RegisterApi, type MamContext, type JobService, type MediaTools } from '../../core/index.js'
+import type { ProjectService } from '../projects/index.js'
 import { assetJob, type AssetService } from './service.js'
 import type { ProxyStore } from './proxy-store.js'
 import type { Asset } from './entities.js'
@@ -22,7 +16,6 @@ const KINDS: Record<string, string> = {
   burnin: 'video/mp4',
   editing: 'video/quicktime',
 }
-const Empty = Type.Object({}, { additionalProperties: false })
 const KindParams = Type.Object({ id: IdParam, kind: Type.Unsafe<string>({ type: 'string', enum: Object.keys(KINDS) }) })
 
 /** the playable low-res proxy of an asset: the MP4 for video, AAC for audio, WebP for stills */
@@ -54,7 +47,7 @@ export function registerProxyRoutes({ routes }: RegisterApi) {
     await sendProxy(ctx, asset, ctx.params.kind)
   })
 
-  routes.post('/assets/:id/reencode', { access: 'authenticated', params: IdParams, input: Empty, summary: 'create new proxies' }, async (ctx) => {
+  routes.post('/assets/:id/reencode', { access: 'authenticated', params: IdParams, input: NoInput, summary: 'create new proxies' }, async (ctx) => {
     const asset = await assets(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
     const { type, payload, options } = assetJob('assets.proxy', asset, ctx.user!.userId)
@@ -70,7 +63,7 @@ export function registerProxyRoutes({ routes }: RegisterApi) {
     ctx.status = 202
     return { job: serializeJob(job) }
   }
-  routes.put('/projects/:id/reencode', { access: 'authenticated', params: IdParams, input: Empty, summary: 're-encode the proxies of all assets' }, projectBatch('proxy', true))
-  routes.put('/projects/:id/reburn_timecode', { access: 'authenticated', params: IdParams, input: Empty, summary: 'low-res copies with burnt-in timecode for all video assets' }, projectBatch('burn-timecode', true))
-  routes.put('/projects/:id/convert_proxy_structure', { access: 'authenticated', params: IdParams, input: Empty, summary: 'move proxies to the latest folder layout' }, projectBatch('convert-layout', false))
+  routes.put('/projects/:id/reencode', { access: 'authenticated', params: IdParams, input: NoInput, summary: 're-encode the proxies of all assets' }, projectBatch('proxy', true))
+  routes.put('/projects/:id/reburn_timecode', { access: 'authenticated', params: IdParams, input: NoInput, summary: 'low-res copies with burnt-in timecode for all video assets' }, projectBatch('burn-timecode', true))
+  routes.put('/projects/:id/convert_proxy_structure', { access: 'authenticated', params: IdParams, input: NoInput, summary: 'move proxies to the latest folder layout' }, projectBatch('convert-layout', false))
 }

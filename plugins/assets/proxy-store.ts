@@ -1,8 +1,9 @@
-import { mkdir, rename, rm, stat } from 'node:fs/promises'
+import { rename, rm, stat } from 'node:fs/promises'
 import path from 'node:path'
-import { deriveKey, open, seal } from '../../core/crypto.js'
+import { deriveKey, unseal, seal } from '../../core/index.js'
 import type { Asset } from './entities.js'
 import { encryptFile, newProxyKey } from './proxy-crypto.js'
+import { makeDirs } from '../../core/index.js'
 
 /**
  * Where proxies live: below `<dataDir>/proxies`, keyed by the asset's uuid, never by a client path.
@@ -34,7 +35,7 @@ export class ProxyStore {
 
   /** the asset's proxy key, created (and sealed into the row, bound to the asset's uuid) on first use */
   keyOf(asset: Asset): Buffer {
-    if (asset.proxyKeyEnc) return Buffer.from(open(this.sealingKey, asset.proxyKeyEnc, asset.uuid), 'base64')
+    if (asset.proxyKeyEnc) return Buffer.from(unseal(this.sealingKey, asset.proxyKeyEnc, asset.uuid), 'base64')
     const key = newProxyKey()
     asset.proxyKeyEnc = seal(this.sealingKey, key.toString('base64'), asset.uuid)
     return key
@@ -45,7 +46,7 @@ export class ProxyStore {
     const key = this.keyOf(asset)
     const layout = asset.proxyVersion || PROXY_LAYOUT
     const dir = this.dirOf(asset, layout)
-    await mkdir(dir, { recursive: true })
+    await makeDirs(dir)
     const stored: Record<string, string> = {}
     for (const [kind, file] of Object.entries(plain)) {
       const name = `${kind}${path.extname(file)}.enc`
@@ -63,7 +64,7 @@ export class ProxyStore {
     const to = this.dirOf(asset, PROXY_LAYOUT)
     const present = await stat(from).then(() => true, () => false)
     if (present) {
-      await mkdir(path.dirname(to), { recursive: true })
+      await makeDirs(path.dirname(to))
       await rm(to, { recursive: true, force: true })
       await rename(from, to)
     }

@@ -1,7 +1,9 @@
-import { createServiceRef } from '../../core/plugin/services.js'
+import { createServiceRef } from '../../core/index.js'
 import type { AssetService } from './service.js'
 import type { Ingest } from './ingest.js'
 import type { ProxyStore } from './proxy-store.js'
+import type { AssetDestroyer } from './destroy.js'
+import type { PreparedDownloads } from './prepared.js'
 
 /** The assets plugin's services, for plugins that list `assets` in their dependsOn. */
 export const assetServices = {
@@ -11,4 +13,8 @@ export const assetServices = {
   ingest: createServiceRef<Ingest>('assets.ingest'),
   /** encrypted proxies, posters and thumbnails of assets */
   proxyStore: createServiceRef<ProxyStore>('assets.proxyStore'),
+  /** removal of files or folders with their rows, finished after a crash */
+  destroyer: createServiceRef<AssetDestroyer>('assets.destroyer'),
+  /** prepared downloads (AssetState, state_id checks, zip streaming) for other plugins' packages */
+  downloads: createServiceRef<PreparedDownloads>('assets.downloads'),
 } as const

@@ -1,22 +1,15 @@
-import { rm } from 'node:fs/promises'
+import { assetServices } from './refs.js'
 import path from 'node:path'
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import type { MamContext } from '../../core/http/context.js'
-import { IdParams } from '../../core/http/schemas.js'
-import { invalidParam, notFound } from '../../core/errors.js'
-import { isInside, relativeSegments, resolveInside } from '../../core/storage/paths.js'
-import type { StorageRegistry } from '../../core/storage/storages.js'
-import { Project } from '../projects/entities.js'
-import type { ProjectService } from '../projects/service.js'
-import type { AccessRightService } from '../identity/access-rights.js'
-import { PROJECT } from '../projects/service.js'
+import { IdParams, invalidParam, notFound, isInside, relativeSegments, resolveInside, type RegisterApi, type MamContext, type StorageRegistry, type JobService } from '../../core/index.js'
+import { Project, PROJECT, type ProjectService } from '../projects/index.js'
+import type { AccessRightService } from '../identity/index.js'
 import { Asset } from './entities.js'
 import { AssetUpdateInput, ByPathInput, DestroyInput, LinksInput, PropertiesInput } from './schemas.js'
 import { cleanRelative, type AssetService } from './service.js'
 import { METADATA_PROPERTIES } from './properties.js'
+import { serializeAsset } from './asset-json.js'
 import { below } from './files.js'
 import type { ProxyStore } from './proxy-store.js'
-import type { JobService } from '../../core/jobs/service.js'
 
 /** §4.6 asset routes of this plugin, §4.9 and §4.13 metadata properties. */
 export function registerAssetRoutes({ routes }: RegisterApi) {
@@ -66,14 +59,12 @@ export function registerAssetRoutes({ routes }: RegisterApi) {
       }
     }
     const removed: Asset[] = []
-    for (const t of targets) {
-      const rows = await ctx.em.find(Asset, { project: t.project, $or: [{ path: t.relative }, below('path', t.relative)] }, { populate: ['project'] })
-      await rm(t.file, { recursive: true, force: true })
-      removed.push(...rows)
-      for (const r of rows) ctx.em.remove(r)
-    }
+    for (const t of targets) removed.push(...(await ctx.em.find(Asset, { project: t.project, $or: [{ path: t.relative }, below('path', t.relative)] }, { populate: ['project'] })))
     const body = { assets: removed.map((a) => assets(ctx).serialize(a)) }
-    await ctx.em.flush()
+    // files and rows go together, per project, under the storage journal
+    const byProject = new Map<number, string[]>()
+    for (const t of targets) byProject.set(t.project.id, [...(byProject.get(t.project.id) ?? []), t.relative])
+    for (const [projectId, relatives] of byProject) await ctx.resolve(assetServices.destroyer).destroy(projectId, relatives)
     // proxies go with their assets: without the row (and its key) they are unreadable dead weight
     for (const a of removed) await ctx.resolve<ProxyStore>('proxyStore').remove(a)
     // freed space must stop counting against quotas (507): measure the trees again
@@ -83,7 +74,7 @@ export function registerAssetRoutes({ routes }: RegisterApi) {
   })
 
   routes.get('/assets/:id', { access: 'authenticated', params: IdParams, summary: 'show an asset' }, async (ctx) => ({
-    asset: assets(ctx).serialize((await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)).asset),
+    asset: serializeAsset(await assets(ctx).readableView(ctx.requireUser(), ctx.params.id)),
   }))
 
   routes.put('/assets/:id', { access: 'authenticated', params: IdParams, input: AssetUpdateInput, summary: 'update an asset (description)' }, async (ctx) => {

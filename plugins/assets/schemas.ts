@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { IdParam, Nullable, OneOf, Page } from '../../core/http/schemas.js'
+import { IdParam, Nullable, OneOf, Page } from '../../core/index.js'
 
 const RelPath = Type.String({ minLength: 1, maxLength: 4096 })
 
@@ -31,3 +31,6 @@ export const DestroyInput = Type.Object(
   { additionalProperties: false },
 )
 export const PropertiesInput = Type.Object({ query: Type.Optional(Type.String({ maxLength: 200 })) }, { additionalProperties: false })
+
+/** GET /projects/:id/changed_asset_metadata: an ISO date or time; without it, since the project was last used */
+export const ChangedSinceInput = Type.Object({ since: Type.Optional(Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}', maxLength: 40 })) }, { additionalProperties: false })

@@ -2,8 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { createReadStream } from 'node:fs'
 import { stat } from 'node:fs/promises'
 import { Readable } from 'node:stream'
-import type { MamContext } from '../../core/http/context.js'
-import { MamError, quoted } from '../../core/errors.js'
+import { MamError, quoted, type MamContext } from '../../core/index.js'
 import { decryptRange, plainSize } from './proxy-crypto.js'
 
 /** more ranges in one request than a player ever asks for: the whole body is sent instead */

@@ -1,16 +1,13 @@
 import { stat } from 'node:fs/promises'
 import path from 'node:path'
-import type { EntityManager } from '../../core/db/orm.js'
-import type { Principal } from '../../core/auth/principal.js'
-import type { JobService } from '../../core/jobs/service.js'
-import { relativeSegments, resolveInside } from '../../core/storage/paths.js'
-import { invalidParam, notFound } from '../../core/errors.js'
-import type { Project } from '../projects/entities.js'
-import type { ProjectService } from '../projects/service.js'
-import type { Right } from '../identity/access-rights.js'
+import { relativeSegments, resolveInside, invalidParam, notFound, type EntityManager, type Principal, type JobService } from '../../core/index.js'
+import type { Project, ProjectService } from '../projects/index.js'
+import type { Right } from '../identity/index.js'
 import { Asset } from './entities.js'
 import { folderOf } from './files.js'
-import { serializeAsset } from './asset-json.js'
+import { ASSET_COLUMNS, serializeAsset, viewOfRow, type AssetView } from './asset-json.js'
+import { preparedRead, type PreparedRead, type Knex } from '../../core/index.js'
+import { READABLE_BY_USER } from '../projects/index.js'
 
 const REGISTER_BATCH = 250
 
@@ -32,10 +29,27 @@ export const cleanRelative = (input: string, param: string) => relativeSegments(
  * key), and every new or changed file gets an analysis job. Resolved as `assets`.
  */
 export class AssetService {
+  private showStatements?: { admin: PreparedRead; user: PreparedRead }
+
   constructor(
     private readonly projects: ProjectService,
     private readonly jobs: JobService,
+    private readonly knex: Knex,
   ) {}
+
+  /**
+   * The asset as `GET /assets/:id` shows it: one prepared statement reads the asset with its
+   * project's id and name and checks the principal's right on the project in the same query
+   * (404 as `readable`: no asset, a deleted project, or no right).
+   */
+  async readableView(principal: Principal, id: number): Promise<AssetView> {
+    const base = `select ${ASSET_COLUMNS.map((c) => `a.${c}`).join(', ')}, p.name as project_name from assets a join projects p on p.id = a.project_id where a.id = ? and p.deleted = false`
+    this.showStatements ??= { admin: preparedRead(this.knex, base), user: preparedRead(this.knex, `${base} and ${READABLE_BY_USER}`) }
+    const rows = principal.isAdmin ? await this.showStatements.admin([id]) : await this.showStatements.user([id, principal.userId])
+    if (!rows.length) throw notFound('asset', id)
+    const r = rows[0]
+    return viewOfRow(r, { id: Number(r.project_id), name: r.project_name })
+  }
 
   /** an asset of a project the user can read (404 otherwise) */
   async readable(em: EntityManager, principal: Principal, id: number): Promise<{ asset: Asset; right: Right }> {

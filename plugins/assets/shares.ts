@@ -1,6 +1,5 @@
 import { EntitySchema, type Opt } from '@mikro-orm/core'
-import { BaseEntity, baseProperties, iso } from '../../core/db/entity.js'
-import { User } from '../../core/auth/entities.js'
+import { BaseEntity, baseProperties, iso, User } from '../../core/index.js'
 import { Asset } from './entities.js'
 
 /**

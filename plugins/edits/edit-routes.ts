@@ -1,11 +1,4 @@
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import type { MamContext } from '../../core/http/context.js'
-import type { Knex } from '../../core/db/orm.js'
-import { IdParams } from '../../core/http/schemas.js'
-import { invalid, type ParamError } from '../../core/errors.js'
-import type { JobService } from '../../core/jobs/service.js'
-import { normalise } from '../../core/jobs/queue.js'
-import { serializeJob } from '../../core/system/status-routes.js'
+import { IdParams, invalid, serializeJob, type RegisterApi, type MamContext, type ParamError, type JobService, type JobState } from '../../core/index.js'
 import type { AccessRightService, Right } from '../identity/index.js'
 import { PROJECT } from '../projects/index.js'
 import { Edit, EditSession } from './entities.js'
@@ -15,7 +8,7 @@ import { LIVE, WORKSPACE_JOB, accepted, editOf, release, sessionView, submountsI
 
 /** jobs listed by /edit/status, newest first; the jobs table grows without bound */
 const STATUS_JOBS = 50
-const UNFINISHED = ['queued', 'running']
+const UNFINISHED: JobState[] = ['queued', 'running']
 
 /** the edit's fields at the top level or under `edit`, and the name each was sent under */
 function fieldsOf(input: Record<string, any>) {
@@ -77,8 +70,8 @@ export function registerEditRoutes({ routes }: RegisterApi) {
   routes.put('/edits/:id/unlock', { access: 'admin', params: IdParams, summary: "close every project of an edit, clear its mounts and cancel its unfinished jobs" }, async (ctx) => {
     const edit = await service(ctx).byId(ctx.em, ctx.params.id)
     const jobs = ctx.resolve<JobService>('jobs')
-    const unfinished = await ctx.resolve<Knex>('knex')('jobs').where({ edit_id: edit.id }).whereIn('state', UNFINISHED).select('id').limit(10_000)
-    for (const { id } of unfinished) await jobs.cancel(Number(id))
+    const unfinished = await jobs.list({ edit_id: edit.id, state: UNFINISHED }, 10_000)
+    for (const { id } of unfinished) await jobs.cancel(id)
     const links = await release(ctx, await ctx.em.find(EditSession, { edit, ...LIVE }))
     await jobs.enqueue(WORKSPACE_JOB, { links }, { userId: ctx.user!.userId, editId: edit.id })
     return { edit: service(ctx).serialize(edit) }
@@ -88,14 +81,13 @@ export function registerEditRoutes({ routes }: RegisterApi) {
     const edit = await editOf(ctx)
     const all = await ctx.em.find(EditSession, { edit, ...LIVE }, { populate: ['project', 'parent'], orderBy: { id: 'asc' } })
     const rows = await withRight(ctx, all, (right) => right !== 'none')
-    let jobs = ctx.resolve<Knex>('knex')('jobs').where({ edit_id: edit.id })
-    if (!ctx.user!.isAdmin) jobs = jobs.where({ user_id: ctx.user!.userId })
+    const jobs = await ctx.resolve<JobService>('jobs').list({ edit_id: edit.id, user_id: ctx.user!.isAdmin ? undefined : ctx.user!.userId }, STATUS_JOBS)
     return {
       hash: {
         edit: service(ctx).serialize(edit),
         projects_open: rows.filter((r) => r.openedAt).map((r) => sessionView(ctx, r)),
         projects_mounted: rows.map((r) => sessionView(ctx, r)),
-        jobs: (await jobs.orderBy('id', 'desc').limit(STATUS_JOBS)).map((j: unknown) => serializeJob(normalise(j))),
+        jobs: jobs.map(serializeJob),
       },
     }
   })

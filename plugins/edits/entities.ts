@@ -1,6 +1,5 @@
 import { EntitySchema, type Opt } from '@mikro-orm/core'
-import { BaseEntity, baseProperties } from '../../core/db/entity.js'
-import { User } from '../../core/auth/entities.js'
+import { BaseEntity, baseProperties, User } from '../../core/index.js'
 import { Project } from '../projects/index.js'
 
 /** An edit workstation that mounts projects over SMB; its password is sealed (core/crypto.ts), never returned. */

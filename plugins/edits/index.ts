@@ -1,8 +1,6 @@
-import { definePlugin } from '../../core/plugin/contract.js'
-import { aliasOf, coreServices } from '../../core/plugin/services.js'
+import { definePlugin, aliasOf, coreServices, conflict } from '../../core/index.js'
 import { editServices } from './refs.js'
-import { conflict } from '../../core/errors.js'
-import type { ProjectGuards, ProjectService } from '../projects/index.js'
+import { projectServices } from '../projects/index.js'
 import { EditSchema, EditSession, EditSessionSchema } from './entities.js'
 import { migrations } from './migrations.js'
 import { EditService } from './service.js'
@@ -40,10 +38,9 @@ export const editsPlugin = definePlugin({
   },
   start({ resolve }) {
     // mounted_by and locked_by of the project JSON come from the edit sessions
-    resolve<ProjectService>('projects').views.add(projectHolders)
+    resolve(projectServices.service).views.add(projectHolders(resolve(coreServices.knex)))
     // a rename or delete would pull the tree from under the links (and the links out of a parent's tree)
-    resolve<ProjectGuards>('projectGuards').add(async (em, project, action) => {
-      if (action === 'write') return
+    resolve(projectServices.guards).add(async (em, project, action) => {
       const rows = await em.find(EditSession, { $or: [{ project: project.id }, { parent: project.id }] }, { populate: ['edit'] })
       if (rows.length === 0) return
       const edits = [...new Set(rows.map((r) => r.edit.name))]

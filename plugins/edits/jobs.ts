@@ -1,5 +1,4 @@
-import type { JobRegistrar } from '../../core/plugin/contract.js'
-import type { MamConfig } from '../../core/config.js'
+import type { JobRegistrar, MamConfig } from '../../core/index.js'
 import type { ProjectService } from '../projects/index.js'
 import { EditSession } from './entities.js'
 import { WORKSPACE_JOB } from './sessions.js'

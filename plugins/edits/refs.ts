@@ -1,4 +1,4 @@
-import { createServiceRef } from '../../core/plugin/services.js'
+import { createServiceRef } from '../../core/index.js'
 import type { EditService } from './service.js'
 
 /** The edits plugin's services, for plugins that list `edits` in their dependsOn. */

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { IdParam, Nullable, Page } from '../../core/http/schemas.js'
+import { IdParam, Nullable, Page } from '../../core/index.js'
 
 /** workstation names as Windows and SMB know them; also the edit's folder name below the mount root */
 export const EditName = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9][A-Za-z0-9._-]*$' })

@@ -1,10 +1,5 @@
-import type { EntityManager } from '../../core/db/orm.js'
-import type { MamConfig } from '../../core/config.js'
-import type { MamContext } from '../../core/http/context.js'
-import { iso } from '../../core/db/entity.js'
-import { MamError, conflict, invalidParam, notFound, quoted } from '../../core/errors.js'
+import { iso, MamError, conflict, invalidParam, notFound, quoted, deriveKey, unseal, seal, type EntityManager, type MamConfig, type MamContext } from '../../core/index.js'
 import { Edit } from './entities.js'
-import { deriveKey, open, seal } from '../../core/crypto.js'
 
 /** what gets bound to a sealed password: it only decrypts on the row of the edit it was set for */
 const passwordContext = (name: string) => `edit:${name}:smb-password`
@@ -28,7 +23,7 @@ export class EditService {
   }
 
   smbPassword(edit: Edit): string {
-    return open(this.key, edit.passwordSealed, passwordContext(edit.name))
+    return unseal(this.key, edit.passwordSealed, passwordContext(edit.name))
   }
 
   async byId(em: EntityManager, id: number): Promise<Edit> {

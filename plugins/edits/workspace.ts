@@ -1,8 +1,7 @@
-import { lstat, mkdir, readlink, rename, rm, rmdir, symlink } from 'node:fs/promises'
+import { lstat, readlink, rename, rm, rmdir, symlink } from 'node:fs/promises'
 import { randomBytes } from 'node:crypto'
 import path from 'node:path'
-import type { MamConfig } from '../../core/config.js'
-import { safeName } from '../../core/storage/paths.js'
+import { safeName, type MamConfig, makeDirs } from '../../core/index.js'
 
 /**
  * The file-system side of mounting: symlinks at server-chosen paths. Nothing here removes or
@@ -34,7 +33,7 @@ export async function ensureLink(link: string, target: string): Promise<void> {
   const found = await info(link)
   if (found && !found.isSymbolicLink()) throw new LinkClash(`${path.basename(link)} exists already and is not a mount; remove it or rename the project`)
   if (found && (await readlink(link)) === target) return
-  await mkdir(path.dirname(link), { recursive: true })
+  await makeDirs(path.dirname(link))
   const temporary = `${link}.mamkit-${randomBytes(4).toString('hex')}`
   await symlink(target, temporary, 'dir')
   try {

@@ -1,11 +1,5 @@
 import { Type } from 'typebox'
-import type { Knex, EntityManager } from '../../core/db/orm.js'
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import type { MamContext } from '../../core/http/context.js'
-import type { Principal } from '../../core/auth/principal.js'
-import { IdParam, IdParams } from '../../core/http/schemas.js'
-import { forbidden, notFound } from '../../core/errors.js'
-import { iso } from '../../core/db/entity.js'
+import { IdParam, IdParams, forbidden, notFound, iso, type Knex, type EntityManager, type RegisterApi, type MamContext, type Principal } from '../../core/index.js'
 import { AccessRight, Team } from './entities.js'
 import { identityServices } from './refs.js'
 

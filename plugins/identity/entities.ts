@@ -1,6 +1,5 @@
 import { BigIntType, EntitySchema, type Opt } from '@mikro-orm/core'
-import { BaseEntity, baseProperties } from '../../core/db/entity.js'
-import { User } from '../../core/auth/entities.js'
+import { BaseEntity, baseProperties, User } from '../../core/index.js'
 
 /** A group of users; access rights are granted to teams. Every user also has an own team. */
 export class Team extends BaseEntity {

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { defineEvent } from '../../core/events.js'
+import { defineEvent } from '../../core/index.js'
 
 export const userInvited = defineEvent('user.invited', {
   plugin: 'identity',

@@ -1,8 +1,6 @@
 import { identityEvents } from './events.js'
-import { definePlugin } from '../../core/plugin/contract.js'
-import { aliasOf, coreServices } from '../../core/plugin/services.js'
+import { definePlugin, aliasOf, coreServices, preparedRead, type MamConfig } from '../../core/index.js'
 import { identityServices } from './refs.js'
-import type { MamConfig } from '../../core/config.js'
 import { identityEntities } from './entities.js'
 import { migrations } from './migrations.js'
 import { TeamService } from './teams-service.js'
@@ -49,19 +47,20 @@ export const identityPlugin = definePlugin({
     const em = resolve(coreServices.em)
     const teams = resolve(identityServices.teams)
     await teams.ensureOwnTeams(em)
+    const knex = resolve(coreServices.knex)
+    // one user (GET /session, a profile): a prepared statement; a list: one query for the lot
+    const membershipsOfOne = preparedRead(knex, 'select m.user_id, t.id, t.name, t.owner_id from team_memberships m join teams t on t.id = m.team_id where m.user_id = ? order by t.name')
     resolve(coreServices.userViews).add(async (em, users, json) => {
       if (users.length === 0) return
       const ids = users.map((u) => u.id)
-      const knex = resolve(coreServices.knex)
-      const memberships = await knex('team_memberships as m')
-        .join('teams as t', 't.id', 'm.team_id')
-        .whereIn('m.user_id', ids)
-        .orderBy('t.name')
-        .select('m.user_id', 't.id', 't.name', 't.owner_id')
+      const memberships =
+        ids.length === 1
+          ? await membershipsOfOne(ids)
+          : await knex('team_memberships as m').join('teams as t', 't.id', 'm.team_id').whereIn('m.user_id', ids).orderBy('t.name').select('m.user_id', 't.id', 't.name', 't.owner_id')
       for (const [i, user] of users.entries()) {
         const mine = memberships.filter((m: any) => Number(m.user_id) === user.id)
         // users created outside this plugin (the CLI, the core) get their own team on first sight
-        const own: { id: number; name: string } = mine.find((m: any) => Number(m.owner_id) === user.id) ?? (await teams.ensureOwnTeam(em, user))
+        const own: { id: number; name: string } = mine.find((m: any) => Number(m.owner_id) === user.id) ?? (await teams.ensureOwnTeam(em(), user))
         const list = mine.map((m: any) => ({ id: Number(m.id), name: m.name as string }))
         if (!list.some((t) => t.id === Number(own.id))) list.push({ id: Number(own.id), name: own.name })
         json[i].own_team_id = Number(own.id)

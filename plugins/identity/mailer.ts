@@ -1,6 +1,5 @@
 import nodemailer, { type Transporter } from 'nodemailer'
-import type { MamConfig } from '../../core/config.js'
-import { MamError } from '../../core/errors.js'
+import { MamError, type MamConfig } from '../../core/index.js'
 
 export interface MailSettings {
   host?: string

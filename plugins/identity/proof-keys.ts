@@ -1,18 +1,12 @@
 import { createHash } from 'node:crypto'
 import { Type } from 'typebox'
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import { User } from '../../core/auth/entities.js'
-import { createAuthToken } from '../../core/auth/accounts.js'
-import type { LoginThrottle } from '../../core/auth/throttle.js'
-import type { UserViews } from '../../core/auth/user-views.js'
-import { iso } from '../../core/db/entity.js'
-import { conflict, unauthenticated } from '../../core/errors.js'
-import { clientApp } from '../../core/system/session-routes.js'
+import { User, createAuthToken, iso, conflict, unauthenticated, clientApp, type RegisterApi, type LoginThrottle, type UserViews } from '../../core/index.js'
 import { ProofKey } from './entities.js'
 
 const LIFETIME_MS = 5 * 60_000
 // RFC 7636: verifiers are 43-128 characters of [A-Za-z0-9-._~]; S256 challenges are 43 base64url characters
 const Verifier = Type.String({ minLength: 43, maxLength: 128, pattern: '^[A-Za-z0-9._~-]+$' })
+const VerifierParams = Type.Object({ code_verifier: Verifier })
 const ChallengeInput = Type.Object(
   {
     code_challenge: Type.String({ minLength: 43, maxLength: 43, pattern: '^[A-Za-z0-9_-]+$' }),
@@ -36,7 +30,7 @@ export function registerProofKeyRoutes({ routes, config }: RegisterApi) {
     return { proof_key: { id: key.id, code_challenge_method: 'S256', expires_at: iso(key.expiresAt), created_at: iso(key.createdAt) } }
   })
 
-  routes.delete('/proof_keys/:code_verifier', { access: 'public', params: Type.Object({ code_verifier: Verifier }), summary: 'log in with a PKCE code verifier' }, async (ctx) => {
+  routes.delete('/proof_keys/:code_verifier', { access: 'public', params: VerifierParams, summary: 'log in with a PKCE code verifier' }, async (ctx) => {
     const throttle = ctx.resolve<LoginThrottle>('loginThrottle')
     const keys = [`ip:${ctx.ip}`]
     throttle.check(keys)

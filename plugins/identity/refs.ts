@@ -1,4 +1,4 @@
-import { createServiceRef } from '../../core/plugin/services.js'
+import { createServiceRef } from '../../core/index.js'
 import type { AccessRightService } from './access-rights.js'
 import type { TeamService } from './teams-service.js'
 import type { Mailer } from './mailer.js'

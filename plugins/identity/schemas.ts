@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { Nullable, OneOf } from '../../core/http/schemas.js'
+import { Nullable, OneOf } from '../../core/index.js'
 
 const Username = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9._@-]+$' })
 const Text = Type.String({ maxLength: 200 })

@@ -1,12 +1,5 @@
 import { Type } from 'typebox'
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import type { MamContext } from '../../core/http/context.js'
-import { IdParams, Nullable } from '../../core/http/schemas.js'
-import { AuthToken, User } from '../../core/auth/entities.js'
-import { createAuthToken } from '../../core/auth/accounts.js'
-import { iso } from '../../core/db/entity.js'
-import { notFound } from '../../core/errors.js'
-import { clientApp } from '../../core/system/session-routes.js'
+import { IdParams, Nullable, AuthToken, User, createAuthToken, iso, notFound, clientApp, type RegisterApi, type MamContext } from '../../core/index.js'
 
 const SessionFields = Type.Object({ name: Type.Optional(Nullable(Type.String({ maxLength: 200 }))) }, { additionalProperties: false })
 const SessionInput = Type.Object({ session: Type.Optional(Nullable(SessionFields)) }, { additionalProperties: false })

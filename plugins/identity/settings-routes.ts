@@ -1,15 +1,13 @@
 import { createReadStream } from 'node:fs'
-import { mkdir, open, rename, rm } from 'node:fs/promises'
+import { open, rename, rm } from 'node:fs/promises'
 import path from 'node:path'
 import { Type } from 'typebox'
 import sharp from 'sharp'
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import type { MamContext } from '../../core/http/context.js'
-import { IdParam } from '../../core/http/schemas.js'
-import { MamError, forbidden, notFound } from '../../core/errors.js'
+import { IdParam, MamError, forbidden, notFound, type RegisterApi, type MamContext } from '../../core/index.js'
 import { UserSettings } from './entities.js'
 import { SettingsInput } from './schemas.js'
 import { findUser } from './users-routes.js'
+import { makeDirs } from '../../core/index.js'
 
 const UserParams = Type.Object({ user_id: IdParam })
 const MAX_BACKGROUND_BYTES = 10 * 1024 * 1024
@@ -67,7 +65,7 @@ export function registerSettingsRoutes({ routes, config }: RegisterApi) {
       const type = await sniff(upload.tempPath)
       if (!type) throw new MamError('unsupported_media_type', 'The background must be a JPEG, PNG or WebP image')
       const dir = folder(s.user.id)
-      await mkdir(dir, { recursive: true })
+      await makeDirs(dir)
       const name = `background.${type.ext}`
       // decoded whole (every pixel read): a file that only starts like an image is refused
       try {

@@ -1,9 +1,5 @@
 import { UniqueConstraintViolationException } from '@mikro-orm/core'
-import type { EntityManager } from '../../core/db/orm.js'
-import type { Knex } from '../../core/db/orm.js'
-import { iso } from '../../core/db/entity.js'
-import { User } from '../../core/auth/entities.js'
-import { conflict, notFound } from '../../core/errors.js'
+import { iso, User, conflict, notFound, type EntityManager, type Knex } from '../../core/index.js'
 import { Team, TeamMembership } from './entities.js'
 
 /** Teams and memberships; resolved by other plugins as `teams`. */
@@ -17,7 +13,7 @@ export class TeamService {
   }
 
   /** Every user has a team of their own, named after them, so rights can be granted to one person. */
-  async ensureOwnTeam(em: EntityManager, user: User): Promise<Team> {
+  async ensureOwnTeam(em: EntityManager, user: Pick<User, 'id' | 'username'>): Promise<Team> {
     for (let attempt = 1; ; attempt++) {
       const existing = await em.findOne(Team, { owner: user.id })
       if (existing) return existing

@@ -1,6 +1,5 @@
 import { EntitySchema } from '@mikro-orm/core'
-import { BaseEntity, baseProperties } from '../../core/db/entity.js'
-import { User } from '../../core/auth/entities.js'
+import { BaseEntity, baseProperties, User } from '../../core/index.js'
 import { Asset } from '../assets/index.js'
 
 /**

@@ -4,9 +4,8 @@ import { mkdtemp, open, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { pipeline } from 'node:stream/promises'
-import type { MediaTools } from '../../core/media/tools.js'
-import type { Asset } from '../assets/index.js'
-import type { ProxyStore } from '../assets/proxy-store.js'
+import type { MediaTools } from '../../core/index.js'
+import type { Asset, ProxyStore } from '../assets/index.js'
 import { rateValue, type TimecodeBase } from './timecode.js'
 
 /**

@@ -1,6 +1,5 @@
 import { Type } from 'typebox'
-import { definePlugin } from '../../core/plugin/contract.js'
-import { coreServices } from '../../core/plugin/services.js'
+import { definePlugin, coreServices } from '../../core/index.js'
 import { markerServices } from './refs.js'
 import { MarkerDescriptionSchema } from './entities.js'
 import { migrations } from './migrations.js'

@@ -1,8 +1,5 @@
 import { Type } from 'typebox'
-import { defineJob } from '../../core/jobs/define.js'
-import { IdParam } from '../../core/http/schemas.js'
-import { permanentError } from '../../core/errors.js'
-import type { RegisterApi } from '../../core/plugin/contract.js'
+import { defineJob, IdParam, permanentError, type RegisterApi } from '../../core/index.js'
 import { Asset } from '../assets/index.js'
 import { markerServices } from './refs.js'
 

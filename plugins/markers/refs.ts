@@ -1,4 +1,4 @@
-import { createServiceRef } from '../../core/plugin/services.js'
+import { createServiceRef } from '../../core/index.js'
 import type { MarkerService } from './service.js'
 
 /** The markers plugin's services, for plugins that list `markers` in their dependsOn. */

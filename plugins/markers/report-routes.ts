@@ -1,17 +1,11 @@
 import { createReadStream, createWriteStream, existsSync } from 'node:fs'
-import { mkdir, rename, rm, stat } from 'node:fs/promises'
+import { rename, rm, stat } from 'node:fs/promises'
 import path from 'node:path'
 import { PassThrough } from 'node:stream'
 import { Type } from 'typebox'
 import ExcelJS from 'exceljs'
 import PDFDocument from 'pdfkit'
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import { coreServices } from '../../core/plugin/services.js'
-import { IdParam, IdParams } from '../../core/http/schemas.js'
-import { acceptedJob } from '../../core/http/responses.js'
-import { defineJob } from '../../core/jobs/define.js'
-import { MamError, notFound, permanentError } from '../../core/errors.js'
-import type { Principal } from '../../core/auth/principal.js'
+import { coreServices, IdParam, IdParams, acceptedJob, defineJob, MamError, notFound, permanentError, type RegisterApi, type Principal, type AuthService } from '../../core/index.js'
 import { assetServices, Asset } from '../assets/index.js'
 import { markerServices } from './refs.js'
 import { PdfInput } from './schemas.js'
@@ -19,6 +13,7 @@ import { FrameGrabber } from './grabs.js'
 import { clipName } from './routes.js'
 import { tcOf } from './timecode.js'
 import type { PlainMarker } from './service.js'
+import { makeDirs } from '../../core/index.js'
 
 const XLSX_TYPE = 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet'
 const GRAB_WIDTH = 160
@@ -139,7 +134,7 @@ export function registerReportRoutes(api: RegisterApi) {
       const assetService = ctx.resolve(assetServices.service)
       const principal = await principalOf(ctx.resolve(coreServices.auth), ctx.payload.userId)
       const target = pdfFile(ctx.resolve(coreServices.config).dataDir, ctx.id)
-      await mkdir(path.dirname(target), { recursive: true })
+      await makeDirs(path.dirname(target))
       const temp = `${target}.partial`
       const doc = new PDFDocument({ size: 'A4', margin: 40, info: { Title: 'Annotations', Creator: 'mamkit' } })
       const fonts = existsSync(FONT) && existsSync(FONT_BOLD)
@@ -186,10 +181,10 @@ export function registerReportRoutes(api: RegisterApi) {
 }
 
 /** the requesting user as a principal again (the job runs later; rights are checked as they are now) */
-async function principalOf(auth: import('../../core/auth/service.js').AuthService, userId: number): Promise<Principal> {
-  const user = await auth.snapshot(userId)
-  if (!user) throw permanentError(`user ${userId} is gone`)
-  return { ...user, via: 'api_key', credentialId: 0 }
+async function principalOf(auth: AuthService, userId: number): Promise<Principal> {
+  const principal = await auth.principalFor(userId)
+  if (!principal) throw permanentError(`user ${userId} is gone`)
+  return principal
 }
 
 /** one marker: grab on the left, timecodes, author, colour, text, replies and GUID beside it; returns 1 when a picture was placed */

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { IdParam, Nullable } from '../../core/http/schemas.js'
+import { IdParam, Nullable } from '../../core/index.js'
 
 /** a frame number from the asset's first frame, or a timecode in the asset's start timecode */
 const FrameOrTimecode = Type.Union([Type.Integer({ minimum: -2147483648, maximum: 2147483647 }), Type.String({ maxLength: 20 })])

@@ -1,10 +1,8 @@
-import type { Knex } from '../../core/db/orm.js'
-import { column } from '../../core/db/rows.js'
-import type { EventAudience, PublishedEvent } from '../../core/events.js'
+import { column, type Knex, type EventAudience, type PublishedEvent } from '../../core/index.js'
 
 /**
  * Who may read an event's subject: the rule that keeps a notification from telling anybody about an
- * object they cannot see. Projects (and the assets in them) through team access rights, jobs by the
+ * object they cannot see. Projects (and the assets in them) and galleries through team access rights, jobs by the
  * user who started them, users and teams by themselves; administrators read everything. A subject
  * type without a rule here is told to administrators only.
  */
@@ -27,10 +25,11 @@ export class Audience {
     return (await this.knex('team_memberships').whereIn('team_id', teamIds).pluck('user_id')).map(Number)
   }
 
-  private async projectReaders(projectId: number): Promise<number[]> {
+  /** members of teams with read on the object (a write right always comes with read) */
+  private async objectReaders(objectType: 'project' | 'gallery', objectId: number): Promise<number[]> {
     const rows = await this.knex('access_rights as ar')
       .join('team_memberships as tm', 'tm.team_id', 'ar.team_id')
-      .where({ 'ar.object_type': 'project', 'ar.object_id': projectId, 'ar.read': true })
+      .where({ 'ar.object_type': objectType, 'ar.object_id': objectId, 'ar.read': true })
       .distinct('tm.user_id')
     return rows.map((r: any) => Number(r.user_id))
   }
@@ -41,13 +40,17 @@ export class Audience {
     const add = (ids: Array<number | null | undefined>) => ids.forEach((id) => id !== null && id !== undefined && out.add(Number(id)))
     switch (subject.type) {
       case 'project':
-        add(await this.projectReaders(subject.id))
+        add(await this.objectReaders('project', subject.id))
         break
       case 'asset': {
         const asset = await this.knex('assets').where({ id: subject.id }).first('project_id')
-        if (asset) add(await this.projectReaders(Number(asset.project_id)))
+        if (asset) add(await this.objectReaders('project', Number(asset.project_id)))
         break
       }
+      // review and share events of the galleries plugin: users with read on the gallery (team rights on `gallery`)
+      case 'gallery':
+        add(await this.objectReaders('gallery', subject.id))
+        break
       case 'job': {
         const job = await this.knex('jobs').where({ id: subject.id }).first('user_id')
         if (job) add([job.user_id])

@@ -1,6 +1,5 @@
 import { EntitySchema, type Opt } from '@mikro-orm/core'
-import { BaseEntity, baseProperties } from '../../core/db/entity.js'
-import { User } from '../../core/auth/entities.js'
+import { BaseEntity, baseProperties, User } from '../../core/index.js'
 
 /** One event told to one user (in the list, by email, or both). Written with knex by the fan-out; read with knex by the routes. */
 export class Notification extends BaseEntity {

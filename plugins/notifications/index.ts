@@ -1,7 +1,5 @@
 import { Type } from 'typebox'
-import { definePlugin } from '../../core/plugin/contract.js'
-import { coreServices } from '../../core/plugin/services.js'
-import { OneOf } from '../../core/http/schemas.js'
+import { definePlugin, coreServices, OneOf } from '../../core/index.js'
 import { notificationEntities } from './entities.js'
 import { migrations } from './migrations.js'
 import { registerNotificationRoutes } from './routes.js'

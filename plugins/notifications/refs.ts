@@ -1,4 +1,4 @@
-import { createServiceRef } from '../../core/plugin/services.js'
+import { createServiceRef } from '../../core/index.js'
 import type { NotificationService } from './service.js'
 
 export const notificationServices = {

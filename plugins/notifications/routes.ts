@@ -1,6 +1,4 @@
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import { IdParams } from '../../core/http/schemas.js'
-import { paginate } from '../../core/http/paging.js'
+import { IdParams, paginate, type RegisterApi } from '../../core/index.js'
 import { notificationServices } from './refs.js'
 import { ListInput, SettingsInput } from './schemas.js'
 import type { ChannelChange } from './service.js'

@@ -1,6 +1,5 @@
 import { Type } from 'typebox'
-import { PageInput } from '../../core/http/paging.js'
-import { OneOf } from '../../core/http/schemas.js'
+import { PageInput, OneOf } from '../../core/index.js'
 import { EMAIL_MODES } from './service.js'
 
 export const ListInput = Type.Object({ unread: Type.Optional(Type.Boolean()), ...PageInput }, { additionalProperties: false })

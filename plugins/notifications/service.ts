@@ -1,10 +1,5 @@
 import type { Logger } from 'pino'
-import type { Dialect, Knex } from '../../core/db/orm.js'
-import { column } from '../../core/db/rows.js'
-import { iso } from '../../core/db/entity.js'
-import { invalid, notFound, type ParamError } from '../../core/errors.js'
-import type { EventBus, PublishedEvent } from '../../core/events.js'
-import type { JobService } from '../../core/jobs/service.js'
+import { column, iso, invalid, notFound, type Dialect, type Knex, type ParamError, type EventBus, type PublishedEvent, type JobService } from '../../core/index.js'
 import type { Audience } from './audience.js'
 import { renderMail, titleOf, type MailItem } from './templates.js'
 

@@ -1,4 +1,4 @@
-import type { EventType, PublishedEvent } from '../../core/events.js'
+import type { EventType, PublishedEvent } from '../../core/index.js'
 
 /** the one line a notification shows: from the event's kind and payload, else the catalogue's description */
 export function titleOf(event: PublishedEvent, type: EventType<unknown> | undefined): string {

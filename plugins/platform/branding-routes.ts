@@ -1,8 +1,5 @@
 import { Type } from 'typebox'
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import type { MamContext } from '../../core/http/context.js'
-import { invalidParam } from '../../core/errors.js'
-import { OneOf } from '../../core/http/schemas.js'
+import { invalidParam, OneOf, type RegisterApi, type MamContext } from '../../core/index.js'
 import { platformServices } from './refs.js'
 import { VARIANTS, type BrandingKind } from './branding.js'
 

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto'
-import { mkdir, open, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises'
+import { open, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import sharp from 'sharp'
-import { MamError } from '../../core/errors.js'
+import { MamError, makeDirs } from '../../core/index.js'
 
 export type BrandingKind = 'logo' | 'default_background' | 'default_gallery_background' | 'watermark'
 
@@ -110,7 +110,7 @@ export class BrandingService {
     const spec = KINDS[kind]
     const id = randomBytes(8).toString('hex')
     const dir = path.join(this.root, kind, id)
-    await mkdir(dir, { recursive: true })
+    await makeDirs(dir)
     try {
       // decoded whole once (failOn: a truncated or corrupt file is refused, not half drawn)
       const decoded = await sharp(file, { limitInputPixels: maxPixels, failOn: 'error' }).rotate().png().toBuffer({ resolveWithObject: true })

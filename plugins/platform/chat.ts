@@ -1,4 +1,4 @@
-import { MamError } from '../../core/errors.js'
+import { MamError } from '../../core/index.js'
 
 /** a chat workspace's member directory, as the validate_chat_username route needs it */
 export interface ChatProvider {

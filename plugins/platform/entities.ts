@@ -1,5 +1,5 @@
 import { BigIntType, EntitySchema, type Opt } from '@mikro-orm/core'
-import { BaseEntity, baseProperties } from '../../core/db/entity.js'
+import { BaseEntity, baseProperties } from '../../core/index.js'
 
 /**
  * The settings an administrator changed over HTTP, per plugin: only the members set (overrides),

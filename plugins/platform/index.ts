@@ -1,5 +1,4 @@
-import { definePlugin } from '../../core/plugin/contract.js'
-import { coreServices } from '../../core/plugin/services.js'
+import { definePlugin, coreServices } from '../../core/index.js'
 import { platformEntities } from './entities.js'
 import { migrations } from './migrations.js'
 import { PlatformSettings } from './schemas.js'

@@ -1,11 +1,13 @@
 import { Type } from 'typebox'
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import { MamError } from '../../core/errors.js'
-import { User } from '../../core/auth/entities.js'
+import { MamError, User, type RegisterApi } from '../../core/index.js'
 import { platformServices } from './refs.js'
 import { ChatQuery, InstanceInput, InstanceSettingsInput } from './schemas.js'
 import { SlackStyleChat } from './chat.js'
 import { monthOf } from './traffic.js'
+
+const TrafficConsumption = Type.Object({
+  hash: Type.Object({ instance: Type.String(), month: Type.String(), bytes: Type.Integer(), by_kind: Type.Record(Type.String(), Type.Integer()), limit_bytes: Type.Integer(), exceeded: Type.Boolean() }),
+})
 
 /** §4.17 and §4.24: instance subscription, chat user names, the hosted subscription and its traffic. */
 export function registerIntegrationRoutes(api: RegisterApi) {
@@ -51,7 +53,7 @@ export function registerIntegrationRoutes(api: RegisterApi) {
     {
       access: 'admin',
       summary: 'bytes served by download, proxy and share routes this calendar month (UTC), counted by the server',
-      response: Type.Object({ hash: Type.Object({ instance: Type.String(), month: Type.String(), bytes: Type.Integer(), by_kind: Type.Record(Type.String(), Type.Integer()), limit_bytes: Type.Integer(), exceeded: Type.Boolean() }) }),
+      response: TrafficConsumption,
     },
     async () => {
       const s = subscription()

@@ -1,7 +1,5 @@
 import { readFile } from 'node:fs/promises'
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import { User } from '../../core/auth/entities.js'
-import { invalidParam } from '../../core/errors.js'
+import { User, invalidParam, type RegisterApi } from '../../core/index.js'
 import { platformServices } from './refs.js'
 import { LicenseInput } from './schemas.js'
 import { machineIdOf, noLicenseFile } from './license.js'

@@ -1,12 +1,7 @@
 import { createHmac, createPublicKey, verify, type KeyObject } from 'node:crypto'
 import type { Static } from 'typebox'
 import type { Logger } from 'pino'
-import type { Knex } from '../../core/db/orm.js'
-import type { FeatureService } from '../../core/system/features.js'
-import type { PluginDefinition } from '../../core/plugin/contract.js'
-import { compileSchema, check as checkParams } from '../../core/http/validation.js'
-import { invalidParam, MamError, type ParamError, invalid } from '../../core/errors.js'
-import { iso } from '../../core/db/entity.js'
+import { compileSchema, checkParams, invalidParam, MamError, invalid, iso, type Knex, type FeatureService, type PluginDefinition, type ParamError } from '../../core/index.js'
 import { LicenseFile, type LicenseBody } from './schemas.js'
 
 export type License = Static<typeof LicenseBody>

@@ -1,4 +1,4 @@
-import { timestamps, type Migration } from '../../core/db/migrator.js'
+import { timestamps, type Migration } from '../../core/index.js'
 
 export const migrations: Migration[] = [
   {

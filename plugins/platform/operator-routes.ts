@@ -2,14 +2,9 @@ import { readFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import path from 'node:path'
 import { Type } from 'typebox'
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import { coreServices } from '../../core/plugin/services.js'
-import { openApiDocument } from '../../core/system/openapi.js'
+import { coreServices, openApiDocument, MamError, forbidden, notFound, OneOf, type RegisterApi, type MamContext } from '../../core/index.js'
 import { createHash, timingSafeEqual } from 'node:crypto'
-import { MamError, forbidden, notFound } from '../../core/errors.js'
-import type { MamContext } from '../../core/http/context.js'
 import { platformServices } from './refs.js'
-import { OneOf } from '../../core/http/schemas.js'
 
 const require = createRequire(import.meta.url)
 /** the docs page's files, served from the installed swagger-ui-dist package (no network needed) */
@@ -20,7 +15,10 @@ const DOCS_FILES: Record<string, string> = {
   'favicon-32x32.png': 'image/png',
 }
 
+const Alive = Type.Object({ status: Type.Literal('ok') })
+const DocsFileParams = Type.Object({ file: Type.String({ maxLength: 100 }) })
 const Check = Type.Object({ ok: Type.Boolean(), detail: Type.Optional(Type.String()) })
+const Readiness = Type.Object({ status: OneOf(['ready', 'not_ready']), checks: Type.Record(Type.String(), Check) })
 
 /**
  * Operator endpoints: GET /healthz (the process answers), GET /readyz (database, migrations, job
@@ -36,7 +34,7 @@ export function registerOperatorRoutes(api: RegisterApi) {
   let document: string | undefined
   const files = new Map<string, Buffer>()
 
-  routes.get('/healthz', { access: 'public', summary: 'liveness: the process answers', response: Type.Object({ status: Type.Literal('ok') }) }, (ctx) => {
+  routes.get('/healthz', { access: 'public', summary: 'liveness: the process answers', response: Alive }, (ctx) => {
     ctx.set('Cache-Control', 'no-store')
     return { status: 'ok' }
   })
@@ -46,7 +44,7 @@ export function registerOperatorRoutes(api: RegisterApi) {
     {
       access: 'public',
       summary: 'readiness: database reachable, migrations applied, job runner alive, storages mounted (503 otherwise)',
-      response: Type.Object({ status: OneOf(['ready', 'not_ready']), checks: Type.Record(Type.String(), Check) }),
+      response: Readiness,
     },
     async (ctx) => {
       const { ready, checks } = await health().ready()
@@ -87,7 +85,7 @@ export function registerOperatorRoutes(api: RegisterApi) {
 </body></html>`
   })
 
-  routes.get('/docs/:file', { access: 'public', params: Type.Object({ file: Type.String({ maxLength: 100 }) }), summary: 'a file of the docs page' }, async (ctx) => {
+  routes.get('/docs/:file', { access: 'public', params: DocsFileParams, summary: 'a file of the docs page' }, async (ctx) => {
     const type = DOCS_FILES[ctx.params.file]
     if (!type) throw notFound('docs file', ctx.params.file)
     let body = files.get(ctx.params.file)

@@ -1,4 +1,4 @@
-import { createServiceRef } from '../../core/plugin/services.js'
+import { createServiceRef } from '../../core/index.js'
 import type { SettingsService } from './settings-service.js'
 import type { LicenseService } from './license.js'
 import type { BrandingService } from './branding.js'

@@ -1,6 +1,5 @@
 import { Type } from 'typebox'
-import { OneOf } from '../../core/http/schemas.js'
-import { PageInput } from '../../core/http/paging.js'
+import { OneOf, PageInput } from '../../core/index.js'
 
 const MB = 1024 * 1024
 

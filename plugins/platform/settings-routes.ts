@@ -1,10 +1,10 @@
 import { Type } from 'typebox'
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import { User } from '../../core/auth/entities.js'
-import { paginate } from '../../core/http/paging.js'
+import { User, paginate, type RegisterApi } from '../../core/index.js'
 import { platformServices } from './refs.js'
 import { serializeChange } from './settings-service.js'
 import { ChangesQuery, SettingsInput } from './schemas.js'
+
+const SettingsView = Type.Object({ settings: Type.Record(Type.String(), Type.Unknown()) })
 
 /** §4.13: GET/PUT /settings (root key `settings`), and the audit of changes. */
 export function registerSettingsRoutes(api: RegisterApi) {
@@ -15,7 +15,7 @@ export function registerSettingsRoutes(api: RegisterApi) {
 
   routes.put(
     '/settings',
-    { access: 'admin', input: SettingsInput, summary: 'change settings of one or more plugins; applied at once, audited', response: Type.Object({ settings: Type.Record(Type.String(), Type.Unknown()) }) },
+    { access: 'admin', input: SettingsInput, summary: 'change settings of one or more plugins; applied at once, audited', response: SettingsView },
     async (ctx) => {
       const user = await ctx.em.findOne(User, ctx.user.userId)
       return { settings: await settings().update(ctx.input.settings, ctx.user, user?.username ?? null, ctx.typedInput) }

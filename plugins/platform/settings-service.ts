@@ -1,11 +1,6 @@
 import type { TSchema } from 'typebox'
 import type { Logger } from 'pino'
-import type { Dialect, Knex } from '../../core/db/orm.js'
-import type { PluginSettings } from '../../core/plugin/settings.js'
-import type { MamConfig } from '../../core/config.js'
-import type { Principal } from '../../core/auth/principal.js'
-import { invalid, type ParamError } from '../../core/errors.js'
-import { iso } from '../../core/db/entity.js'
+import { invalid, iso, type Dialect, type Knex, type PluginSettings, type MamConfig, type Principal, type ParamError } from '../../core/index.js'
 
 type Obj = Record<string, unknown>
 

@@ -1,6 +1,5 @@
 import type { Logger } from 'pino'
-import type { Knex } from '../../core/db/orm.js'
-import type { ObservedRequest } from '../../core/http/metrics.js'
+import type { Knex, ObservedRequest } from '../../core/index.js'
 
 export type TrafficKind = 'download' | 'proxy' | 'share'
 

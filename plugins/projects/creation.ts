@@ -1,8 +1,6 @@
 import { lstat, rm, rmdir } from 'node:fs/promises'
 import path from 'node:path'
-import type { Knex } from '../../core/db/orm.js'
-import type { JournalEntry, StorageJournal } from '../../core/storage/journal.js'
-import type { StorageRegistry } from '../../core/storage/storages.js'
+import type { Knex, JournalEntry, StorageJournal, StorageRegistry } from '../../core/index.js'
 
 export const CREATE_KIND = 'projects.create'
 

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { BigIntType, EntitySchema, type Opt } from '@mikro-orm/core'
-import { BaseEntity, baseProperties } from '../../core/db/entity.js'
-import { User } from '../../core/auth/entities.js'
+import { BaseEntity, baseProperties, User } from '../../core/index.js'
 
 /** A project: a folder tree on a named storage, created from a template, used by edit workstations. */
 export class Project extends BaseEntity {

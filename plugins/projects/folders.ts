@@ -1,8 +1,8 @@
-import { lstat, mkdir, readdir, realpath } from 'node:fs/promises'
+import { lstat, readdir, realpath } from 'node:fs/promises'
 import path from 'node:path'
-import { isInside, resolveInside, relativeSegments } from '../../core/storage/paths.js'
-import { conflict, invalidParam, notFound } from '../../core/errors.js'
+import { isInside, resolveInside, relativeSegments, conflict, invalidParam, notFound } from '../../core/index.js'
 import type { PathMove } from './path-moves.js'
+import { makeDirs } from '../../core/index.js'
 
 const exists = (p: string) => lstat(p).then(() => true, () => false)
 
@@ -13,7 +13,7 @@ const exists = (p: string) => lstat(p).then(() => true, () => false)
 export async function createFolder(root: string, relative: string): Promise<string> {
   const target = await resolveInside(root, relative, 'path')
   if (await exists(target)) throw conflict(`"${relative}" exists already`, { errors: [{ param: 'path', message: 'exists already' }] })
-  await mkdir(target, { recursive: true })
+  await makeDirs(target)
   return target
 }
 

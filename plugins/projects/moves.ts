@@ -1,14 +1,11 @@
-import { mkdir, realpath, rmdir, unlink } from 'node:fs/promises'
+import { realpath, rmdir, unlink } from 'node:fs/promises'
 import path from 'node:path'
-import type { Knex } from '../../core/db/orm.js'
-import { conflict, invalidParam, notFound } from '../../core/errors.js'
-import { moveExclusive } from '../../core/storage/exclusive.js'
-import { identityOf, sameFile } from '../../core/storage/identity.js'
-import type { JournalEntry, StorageJournal } from '../../core/storage/journal.js'
+import { conflict, invalidParam, notFound, moveExclusive, identityOf, sameFile, type Knex, type JournalEntry, type StorageJournal } from '../../core/index.js'
 import type { Project } from './entities.js'
 import type { ProjectService } from './service.js'
 import type { PathMove, PathMoveHooks } from './path-moves.js'
 import type { PlannedMove } from './folders.js'
+import { makeDirs } from '../../core/index.js'
 
 const MOVE_KIND = 'projects.move'
 
@@ -64,7 +61,7 @@ export class ProjectMoves {
       for (const [i, m] of moves.entries()) {
         try {
           const folder = path.dirname(path.join(root, m.to))
-          if (!folders.has(folder)) await mkdir(folder, { recursive: true })
+          if (!folders.has(folder)) await makeDirs(folder)
           folders.add(folder)
           await moveExclusive(path.join(root, m.from), path.join(root, m.to), m.isFolder)
           done.push(m)

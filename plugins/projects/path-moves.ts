@@ -1,4 +1,4 @@
-import type { Knex } from '../../core/db/orm.js'
+import type { Knex } from '../../core/index.js'
 
 /** a file or folder of a project that moved: paths relative to the project folder, `/`-separated */
 export interface PathMove {

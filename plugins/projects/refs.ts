@@ -1,5 +1,4 @@
-import { createServiceRef } from '../../core/plugin/services.js'
-import type { StorageJournal } from '../../core/storage/journal.js'
+import { createServiceRef, type StorageJournal } from '../../core/index.js'
 import type { ProjectService } from './service.js'
 import type { ProjectGuards } from './guards.js'
 import type { PathMoveHooks } from './path-moves.js'

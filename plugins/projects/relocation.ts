@@ -1,14 +1,9 @@
-import { mkdir, rename, rmdir } from 'node:fs/promises'
+import { rename, rmdir } from 'node:fs/promises'
 import path from 'node:path'
-import type { Knex } from '../../core/db/orm.js'
-import { isUniqueViolation } from '../../core/db/unique.js'
-import { conflict, notFound } from '../../core/errors.js'
-import { moveExclusive } from '../../core/storage/exclusive.js'
-import { identityOf, sameFile } from '../../core/storage/identity.js'
-import type { JournalEntry, StorageJournal } from '../../core/storage/journal.js'
-import type { StorageRegistry } from '../../core/storage/storages.js'
+import { isUniqueViolation, conflict, notFound, moveExclusive, identityOf, sameFile, type Knex, type JournalEntry, type StorageJournal, type StorageRegistry } from '../../core/index.js'
 import type { Project } from './entities.js'
 import { projectScope } from './moves.js'
+import { makeDirs } from '../../core/index.js'
 
 const RELOCATE_KIND = 'projects.relocate'
 
@@ -68,7 +63,7 @@ export class ProjectRelocation {
         throw isUniqueViolation(err) ? conflict(`A project folder "${to}" exists on storage "${project.storage}"`, { errors: [{ param: 'name', message: 'is taken on this storage' }] }) : err
       })
       if (id) {
-        await mkdir(path.dirname(path.join(root, to)), { recursive: true })
+        await makeDirs(path.dirname(path.join(root, to)))
         if (purpose === 'rename')
           await moveExclusive(path.join(root, current.folder), path.join(root, to), true).catch((err) => {
             throw ['EEXIST', 'ENOTEMPTY'].includes(err.code) ? conflict(`The folder "${to}" exists already on storage "${project.storage}"`, { errors: [{ param: 'name', message: 'names a folder that exists on the storage' }] }) : err

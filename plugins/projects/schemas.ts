@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { IdParam, Nullable, Page } from '../../core/http/schemas.js'
+import { IdParam, Nullable, Page } from '../../core/index.js'
 
 const Name = Type.String({ minLength: 1, maxLength: 200 })
 const Bytes = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })

@@ -1,34 +1,74 @@
 import { randomUUID } from 'node:crypto'
-import type { Outbox } from '../../core/outbox.js'
+import { safeName, iso, MamError, conflict, notFound, User, isUniqueViolation, moveExclusive, type Outbox, type EntityManager, type Knex, type MamContext, type StorageRegistry, type StorageJournal, type Principal, column, preparedRead, type PreparedRead, makeDirs } from '../../core/index.js'
 import { projectCreated } from './events.js'
-import { mkdir, realpath, stat } from 'node:fs/promises'
+import { realpath, stat } from 'node:fs/promises'
 import path from 'node:path'
-import type { EntityManager, Knex } from '../../core/db/orm.js'
-import type { MamContext } from '../../core/http/context.js'
-import type { StorageRegistry } from '../../core/storage/storages.js'
-import { safeName } from '../../core/storage/paths.js'
-import { iso } from '../../core/db/entity.js'
-import { MamError, conflict, notFound } from '../../core/errors.js'
-import { User } from '../../core/auth/entities.js'
-import type { AccessRightService, ProtectedType, Right } from '../identity/access-rights.js'
-import type { TeamService } from '../identity/teams-service.js'
-import type { TemplateService } from '../templates/service.js'
-import { TEMPLATE_TYPES } from '../templates/types.js'
-import { Team } from '../identity/entities.js'
-import { Template } from '../templates/entities.js'
+import { Team, type AccessRightService, type ProtectedType, type Right, type TeamService } from '../identity/index.js'
+import { TEMPLATE_TYPES, Template, type TemplateService } from '../templates/index.js'
 import { Project } from './entities.js'
 import { copyTemplateTree } from './template-copy.js'
 import { treeSize } from './folders.js'
 import { CREATE_KIND, type CreateIntent } from './creation.js'
-import { isUniqueViolation } from '../../core/db/unique.js'
-import { moveExclusive } from '../../core/storage/exclusive.js'
-import type { StorageJournal } from '../../core/storage/journal.js'
 import { ProjectViews, type ProjectJson } from './views.js'
-import type { Principal } from '../../core/auth/principal.js'
+import { ProjectCreateHooks } from './create-hooks.js'
 
 /** projects as objects teams get rights on */
 export const PROJECT = { type: 'project', label: 'project', table: 'projects', live: { deleted: false } } as const satisfies ProtectedType
 export const TRASH_DIR = '.mamkit-trash'
+
+/** What a project's JSON is made of: an entity, or a row read without the ORM (GET paths). */
+export type ProjectView = Pick<
+  Project,
+  | 'id' | 'uuid' | 'name' | 'alternativeName' | 'description' | 'storage' | 'folder' | 'templateId' | 'isLibraryProject' | 'encodingPriority' | 'customMetadata'
+  | 'quota' | 'size' | 'sizeCalculatedAt' | 'frozenAt' | 'createdByEdit' | 'lastOpenedByEdit' | 'lastUsedAt' | 'deleted' | 'createdAt' | 'updatedAt'
+> & { parent: { id: number } | null; frozenBy: { id: number } | null; createdBy: { id: number } | null; lastOpenedBy: { id: number } | null }
+
+/** the columns `projectViewOfRow` reads, for a `projects p` query */
+export const PROJECT_COLUMNS = [
+  'p.id', 'p.uuid', 'p.name', 'p.alternative_name', 'p.description', 'p.storage', 'p.folder', 'p.template_id', 'p.is_library_project', 'p.encoding_priority', 'p.custom_metadata',
+  'p.quota', 'p.size', 'p.size_calculated_at', 'p.parent_id', 'p.frozen_by_id', 'p.frozen_at', 'p.created_by_id', 'p.created_by_edit', 'p.last_opened_by_id', 'p.last_opened_by_edit',
+  'p.last_used_at', 'p.deleted', 'p.created_at', 'p.updated_at',
+]
+
+const ref = (id: unknown) => (id === null || id === undefined ? null : { id: Number(id) })
+
+/** a row of PROJECT_COLUMNS as the fields of a project, without entity hydration */
+export function projectViewOfRow(r: Record<string, any>): ProjectView {
+  return {
+    id: Number(r.id),
+    uuid: r.uuid,
+    name: r.name,
+    alternativeName: r.alternative_name,
+    description: r.description,
+    storage: r.storage,
+    folder: r.folder,
+    templateId: column.intOrNull(r.template_id),
+    isLibraryProject: column.bool(r.is_library_project),
+    encodingPriority: Number(r.encoding_priority),
+    customMetadata: column.json(r.custom_metadata, {}),
+    quota: column.intOrNull(r.quota),
+    size: Number(r.size),
+    sizeCalculatedAt: column.date(r.size_calculated_at),
+    parent: ref(r.parent_id),
+    frozenBy: ref(r.frozen_by_id),
+    frozenAt: column.date(r.frozen_at),
+    createdBy: ref(r.created_by_id),
+    createdByEdit: r.created_by_edit,
+    lastOpenedBy: ref(r.last_opened_by_id),
+    lastOpenedByEdit: r.last_opened_by_edit,
+    lastUsedAt: column.date(r.last_used_at),
+    deleted: column.bool(r.deleted),
+    createdAt: column.date(r.created_at)!,
+    updatedAt: column.date(r.updated_at)!,
+  }
+}
+
+/**
+ * `… where <READABLE_BY_USER>` with the user's id as its parameter: the principal has a right on the
+ * project `p` through one of their teams (the same test as `AccessRightService.rightOf` ≠ 'none'),
+ * checked in the query that reads the row instead of in a second one.
+ */
+export const READABLE_BY_USER = `exists (select 1 from access_rights ar join team_memberships tm on tm.team_id = ar.team_id where tm.user_id = ? and ar.object_type = '${PROJECT.type}' and ar.object_id = p.id and (ar.read = true or ar.write = true))`
 
 export interface NewProject {
   name: string
@@ -53,6 +93,9 @@ const folderTaken = (folder: string, storage: string) =>
 export class ProjectService {
   /** decorators other plugins add to the project JSON */
   readonly views = new ProjectViews()
+  private showStatements?: { admin: PreparedRead; user: PreparedRead }
+  /** checks and rows other plugins add to project creation */
+  readonly createHooks = new ProjectCreateHooks()
 
   constructor(
     private readonly storages: StorageRegistry,
@@ -64,7 +107,7 @@ export class ProjectService {
     private readonly outbox?: Outbox,
   ) {}
 
-  pathOf(p: Project): string {
+  pathOf(p: Pick<Project, 'storage' | 'folder'>): string {
     return path.join(this.storages.get(p.storage).root, p.folder)
   }
 
@@ -96,6 +139,18 @@ export class ProjectService {
     const [row, right] = await Promise.all([this.knex('projects').where({ id, deleted: false }).first('id', 'name'), this.accessRights.rightOf(principal, PROJECT.type, id)])
     if (!row || right === 'none') throw notFound('project', id)
     return { id: Number(row.id), name: row.name, right }
+  }
+
+  /**
+   * The project as `GET /projects/:id` shows it, from one prepared statement that checks the
+   * principal's right in the same query: no entity, no second query (404 as `readable`).
+   */
+  async readableView(principal: Principal, id: number): Promise<ProjectView> {
+    const base = `select ${PROJECT_COLUMNS.join(', ')} from projects p where p.id = ? and p.deleted = false`
+    this.showStatements ??= { admin: preparedRead(this.knex, base), user: preparedRead(this.knex, `${base} and ${READABLE_BY_USER}`) }
+    const rows = principal.isAdmin ? await this.showStatements.admin([id]) : await this.showStatements.user([id, principal.userId])
+    if (!rows.length) throw notFound('project', id)
+    return projectViewOfRow(rows[0])
   }
 
   /** a project the principal may change: write right (403 with read only), not frozen (423) */
@@ -140,6 +195,7 @@ export class ProjectService {
 
   async create(ctx: MamContext, input: NewProject): Promise<Project> {
     const em = ctx.em
+    await this.createHooks.prepare(em, ctx.user!, input)
     const { name, storage, folder, template } = await this.check(em, input)
     const user = await em.findOneOrFail(User, ctx.user!.userId)
     // the creator's own team gets write on the new project, so its quota bounds what the template adds
@@ -165,7 +221,7 @@ export class ProjectService {
             overwrite: true,
           })
       }
-      await mkdir(staging, { recursive: true })
+      await makeDirs(staging)
       const project = em.create(Project, {
         uuid: intent.uuid,
         name,
@@ -194,6 +250,7 @@ export class ProjectService {
       })
       // the creation commits with project.created (notifications, webhooks)
       await this.knex.transaction(async (trx) => {
+        await this.createHooks.created(trx, project, ctx.user!, input)
         await this.journal.end(trx, entry)
         await this.outbox?.publish(trx, projectCreated, { project_id: project.id, name, storage, created_by_id: user.id, team_id: own.id }, { subjectId: project.id, actorId: user.id })
       })
@@ -270,11 +327,11 @@ export class ProjectService {
   }
 
   /** the projects as `viewer` sees them, with the fields other plugins add (one query per decorator for the lot) */
-  render(ctx: MamContext, projects: Project[]): Promise<ProjectJson[]> {
-    return this.views.decorate(ctx.em, projects, projects.map((p) => this.serialize(p, ctx.user)))
+  render(ctx: MamContext, projects: ProjectView[]): Promise<ProjectJson[]> {
+    return this.views.decorate(() => ctx.em, projects, projects.map((p) => this.serialize(p, ctx.user)))
   }
 
-  async one(ctx: MamContext, project: Project): Promise<ProjectJson> {
+  async one(ctx: MamContext, project: ProjectView): Promise<ProjectJson> {
     return (await this.render(ctx, [project]))[0]
   }
 
@@ -283,7 +340,7 @@ export class ProjectService {
    * `path` as the folder inside the storage, beside `storage`. `mounted_by` and `locked_by` are
    * null here; the edits plugin fills them (`render`).
    */
-  serialize(p: Project, viewer: Principal | undefined) {
+  serialize(p: ProjectView, viewer: Principal | undefined) {
     return {
       id: p.id,
       uuid: p.uuid,

@@ -1,9 +1,8 @@
-import { copyFile, lstat, mkdir, readdir, readFile, writeFile } from 'node:fs/promises'
+import { copyFile, lstat, readdir, readFile, writeFile } from 'node:fs/promises'
 import { gunzipSync, gzipSync } from 'node:zlib'
 import path from 'node:path'
-import { invalidParam } from '../../core/errors.js'
-import { applySubstitutions, type SubstitutionContext, type SubstitutionPattern } from '../templates/substitution.js'
-import type { TemplateType } from '../templates/types.js'
+import { invalidParam, makeDirs } from '../../core/index.js'
+import { applySubstitutions, type SubstitutionContext, type SubstitutionPattern, type TemplateType } from '../templates/index.js'
 
 export interface CopyPlan {
   patterns: SubstitutionPattern[]
@@ -38,7 +37,7 @@ export async function copyTemplateTree(from: string, to: string, plan: CopyPlan)
   }
   let written = 0
   const walk = async (src: string, dst: string) => {
-    await mkdir(dst, { recursive: true })
+    await makeDirs(dst)
     for (const entry of await readdir(src, { withFileTypes: true })) {
       const source = path.join(src, entry.name)
       if (entry.isDirectory()) {

@@ -1,20 +1,9 @@
-import { Type } from 'typebox'
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import type { MamContext } from '../../core/http/context.js'
-import { IdParams } from '../../core/http/schemas.js'
-import { conflict, forbidden, invalidParam, notFound } from '../../core/errors.js'
-import { iso } from '../../core/db/entity.js'
-import type { JobService } from '../../core/jobs/service.js'
-import { serializeJob } from '../../core/system/status-routes.js'
-import type { TemplateService } from '../templates/service.js'
-import { TEMPLATE_TYPES } from '../templates/types.js'
-import { Template } from '../templates/entities.js'
-import { Team } from '../identity/entities.js'
-import { User } from '../../core/auth/entities.js'
+import { IdParams, NoInput, conflict, forbidden, invalidParam, notFound, iso, serializeJob, User, type RegisterApi, type MamContext, type JobService, type StorageJournal } from '../../core/index.js'
+import { TEMPLATE_TYPES, Template, type TemplateService } from '../templates/index.js'
+import { Team } from '../identity/index.js'
 import { copyTemplateTree } from './template-copy.js'
 import { createFolder, planMoveContents, planRenameFolder, treeSize } from './folders.js'
 import { projectScope, type ProjectMoves } from './moves.js'
-import type { StorageJournal } from '../../core/storage/journal.js'
 import { CreateFolderInput, MoveContentsInput, OptionalQuotaInput, ProjectTeamParams, QuotaInput, RenameFolderInput, TemplateRefInput } from './schemas.js'
 import type { ProjectService } from './service.js'
 import { Project } from './entities.js'
@@ -124,7 +113,7 @@ export function registerTreeRoutes({ routes }: RegisterApi) {
   routes.delete('/projects/:id/quota_team/:team_id', { access: 'admin', params: ProjectTeamParams, summary: "remove a team's quota" }, teamQuota(true))
 
   // writes the project's size and its teams' space_used, so it needs write; a frozen project may be measured (its tree does not change)
-  routes.put('/projects/:id/calculate_size', { access: 'authenticated', params: IdParams, input: Type.Object({}, { additionalProperties: false }), summary: 'measure the project tree (job; needs write access)' }, async (ctx) => {
+  routes.put('/projects/:id/calculate_size', { access: 'authenticated', params: IdParams, input: NoInput, summary: 'measure the project tree (job; needs write access)' }, async (ctx) => {
     const project = await writer(ctx, 'measure')
     const job = await ctx.resolve<JobService>('jobs').enqueue('projects.calculate-size', { projectId: project.id }, { userId: ctx.user!.userId, projectId: project.id })
     ctx.status = 202

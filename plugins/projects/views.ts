@@ -1,11 +1,15 @@
-import type { EntityManager } from '../../core/db/orm.js'
+import type { EntityManager } from '../../core/index.js'
 import type { Project } from './entities.js'
 
 /** a project's JSON: the projects plugin's fields plus what decorators add */
 export type ProjectJson = Record<string, unknown>
 
-/** Adds fields to serialised projects in bulk: one query per decorator for a whole page, never one per project. */
-export type ProjectDecorator = (em: EntityManager, projects: Project[], json: ProjectJson[]) => Promise<void>
+/**
+ * Adds fields to serialised projects in bulk: one query per decorator for a whole page, never one
+ * per project. `em` forks the request's EntityManager when called: GET paths that read plain rows
+ * never pay for a fork unless a decorator needs one.
+ */
+export type ProjectDecorator = (em: () => EntityManager, projects: ReadonlyArray<Pick<Project, 'id'>>, json: ProjectJson[]) => Promise<void>
 
 /**
  * The project JSON of wire.md is assembled from several plugins, as users' is (`core/auth/user-views.ts`):
@@ -19,7 +23,7 @@ export class ProjectViews {
     this.decorators.push(decorator)
   }
 
-  async decorate(em: EntityManager, projects: Project[], json: ProjectJson[]): Promise<ProjectJson[]> {
+  async decorate(em: () => EntityManager, projects: ReadonlyArray<Pick<Project, 'id'>>, json: ProjectJson[]): Promise<ProjectJson[]> {
     if (projects.length) for (const decorate of this.decorators) await decorate(em, projects, json)
     return json
   }

@@ -1,4 +1,4 @@
-import { definePlugin } from '../../core/plugin/contract.js'
+import { definePlugin } from '../../core/index.js'
 import { registerRoleRoutes } from './routes.js'
 
 /** Role endpoints (§4.2). The Role entity itself belongs to the core, which needs it to authorise. */

@@ -1,11 +1,5 @@
 import { Type } from 'typebox'
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import type { MamContext } from '../../core/http/context.js'
-import { IdParams, Nullable } from '../../core/http/schemas.js'
-import { Role, User } from '../../core/auth/entities.js'
-import { ADMIN_ROLE } from '../../core/auth/accounts.js'
-import { iso } from '../../core/db/entity.js'
-import { conflict, invalid, notFound, type ParamError } from '../../core/errors.js'
+import { IdParams, Nullable, Role, User, ADMIN_ROLE, iso, conflict, invalid, notFound, type RegisterApi, type MamContext, type ParamError } from '../../core/index.js'
 
 const RoleFields = Type.Object(
   {

@@ -1,7 +1,6 @@
 import { EntitySchema, type Opt } from '@mikro-orm/core'
-import { BaseEntity, baseProperties } from '../../core/db/entity.js'
-import { User } from '../../core/auth/entities.js'
-import { Project } from '../projects/entities.js'
+import { BaseEntity, baseProperties, User } from '../../core/index.js'
+import { Project } from '../projects/index.js'
 
 /**
  * A coloured label that users put on projects ("Approved", "Waiting for VFX" …). Unscoped flags

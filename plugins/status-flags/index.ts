@@ -1,5 +1,4 @@
-import { definePlugin } from '../../core/plugin/contract.js'
-import { aliasOf } from '../../core/plugin/services.js'
+import { definePlugin, aliasOf } from '../../core/index.js'
 import { statusFlagServices } from './refs.js'
 import { ProjectStatusFlagSchema, StatusFlagSchema } from './entities.js'
 import { migrations } from './migrations.js'

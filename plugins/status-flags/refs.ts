@@ -1,4 +1,4 @@
-import { createServiceRef } from '../../core/plugin/services.js'
+import { createServiceRef } from '../../core/index.js'
 import type { StatusFlagService } from './service.js'
 
 /** The status-flags plugin's services, for plugins that list `status-flags` in their dependsOn. */

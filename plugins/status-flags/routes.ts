@@ -1,7 +1,4 @@
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import type { MamContext } from '../../core/http/context.js'
-import { IdParams } from '../../core/http/schemas.js'
-import { invalid, type ParamError } from '../../core/errors.js'
+import { IdParams, invalid, type RegisterApi, type MamContext, type ParamError } from '../../core/index.js'
 import type { ProjectService } from '../projects/index.js'
 import { ProjectFlagParams, StatusFlagInput, ToggleInput } from './schemas.js'
 import type { FlagChanges, StatusFlagService } from './service.js'

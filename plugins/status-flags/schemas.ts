@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { IdParam, Nullable } from '../../core/http/schemas.js'
+import { IdParam, Nullable } from '../../core/index.js'
 
 const Name = Type.String({ minLength: 1, maxLength: 100, pattern: '^[^\\u0000-\\u001f\\u007f]*$' })
 /** `#rrggbb` */

@@ -1,6 +1,4 @@
-import type { EntityManager } from '../../core/db/orm.js'
-import { iso } from '../../core/db/entity.js'
-import { conflict, notFound } from '../../core/errors.js'
+import { iso, conflict, notFound, type EntityManager } from '../../core/index.js'
 import { ProjectStatusFlag, StatusFlag } from './entities.js'
 
 export interface FlagChanges {

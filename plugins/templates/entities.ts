@@ -1,5 +1,5 @@
 import { EntitySchema, type Opt } from '@mikro-orm/core'
-import { BaseEntity, baseProperties } from '../../core/db/entity.js'
+import { BaseEntity, baseProperties } from '../../core/index.js'
 import type { SubstitutionPattern } from './substitution.js'
 
 export class Template extends BaseEntity {

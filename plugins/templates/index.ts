@@ -1,6 +1,5 @@
 import path from 'node:path'
-import { definePlugin } from '../../core/plugin/contract.js'
-import { aliasOf, coreServices } from '../../core/plugin/services.js'
+import { definePlugin, aliasOf, coreServices } from '../../core/index.js'
 import { templateServices } from './refs.js'
 import { TemplateSchema } from './entities.js'
 import { migrations } from './migrations.js'

@@ -1,5 +1,4 @@
-import type { ParamError } from '../../core/errors.js'
-import { check } from '../../core/http/validation.js'
+import { checkParams as check, type ParamError } from '../../core/index.js'
 import { PatternElement } from './schemas.js'
 import { patternErrors, type SubstitutionPattern } from './substitution.js'
 

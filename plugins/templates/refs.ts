@@ -1,4 +1,4 @@
-import { createServiceRef } from '../../core/plugin/services.js'
+import { createServiceRef } from '../../core/index.js'
 import type { TemplateService } from './service.js'
 
 /** The templates plugin's services, for plugins that list `templates` in their dependsOn. */

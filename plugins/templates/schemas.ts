@@ -1,6 +1,5 @@
 import { Type } from 'typebox'
-import { Nullable, OneOf } from '../../core/http/schemas.js'
-import { compileSchema } from '../../core/http/validation.js'
+import { Nullable, OneOf, compileSchema } from '../../core/index.js'
 import { TEMPLATE_TYPE_IDS } from './types.js'
 
 /** in characters (code points), as Ajv and PostgreSQL's varchar(200) count them */

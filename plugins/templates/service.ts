@@ -1,14 +1,10 @@
-import { cp, mkdir, rename, rm, stat } from 'node:fs/promises'
+import { cp, rename, rm, stat } from 'node:fs/promises'
 import path from 'node:path'
-import type { Knex } from '@mikro-orm/knex'
-import type { EntityManager } from '../../core/db/orm.js'
-import type { Principal } from '../../core/auth/principal.js'
-import { iso } from '../../core/db/entity.js'
-import { conflict, notFound } from '../../core/errors.js'
-import { safeName } from '../../core/storage/paths.js'
+import { column, iso, conflict, notFound, safeName, type EntityManager, type Knex, type Principal } from '../../core/index.js'
 import { Template } from './entities.js'
 import { NAME_MAX_LENGTH } from './schemas.js'
 import type { SubstitutionPattern } from './substitution.js'
+import { makeDirs } from '../../core/index.js'
 
 export interface TemplateChanges {
   name?: string
@@ -17,9 +13,8 @@ export interface TemplateChanges {
   substitutionPatterns?: SubstitutionPattern[]
 }
 
-/** a timestamp column as the driver hands it over: a Date (PostgreSQL), or epoch milliseconds, or text (SQLite) */
-const timestamp = (v: unknown) =>
-  v instanceof Date ? v.toISOString() : iso(typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : (v as string | number | null))
+/** what the template JSON is made of: an entity, or a plain row read by `listSerialized` */
+type TemplateFields = Pick<Template, 'id' | 'name' | 'templateType' | 'position' | 'substitutionPatterns' | 'folder' | 'createdAt' | 'updatedAt'>
 const LIST_COLUMNS = ['id', 'name', 'template_type', 'position', 'substitution_patterns', 'folder', 'created_at', 'updated_at']
 
 const exists = (p: string) => stat(p).then(() => true, () => false)
@@ -47,7 +42,8 @@ export class TemplateService {
     return viewer?.isAdmin ? path.join(this.root, folder) : folder
   }
 
-  serialize(t: Template, viewer: Principal | undefined) {
+  /** the JSON of a template; the one shape behind `serialize` (entities) and `listSerialized` (plain rows) */
+  private json(t: TemplateFields, viewer: Principal | undefined) {
     return {
       id: t.id,
       name: t.name,
@@ -60,6 +56,10 @@ export class TemplateService {
     }
   }
 
+  serialize(t: Template, viewer: Principal | undefined) {
+    return this.json(t, viewer)
+  }
+
   list(em: EntityManager): Promise<Template[]> {
     return em.find(Template, {}, { orderBy: { position: 'asc', id: 'asc' } })
   }
@@ -70,18 +70,21 @@ export class TemplateService {
    */
   async listSerialized(knex: Knex, viewer: Principal | undefined): Promise<Array<ReturnType<TemplateService['serialize']>>> {
     const rows = await knex('templates').select(LIST_COLUMNS).orderBy([{ column: 'position' }, { column: 'id' }])
-    return rows.map((r) => ({
-      id: Number(r.id),
-      name: r.name as string,
-      template_type: r.template_type as string,
-      position: Number(r.position),
-      substitution_patterns: (typeof r.substitution_patterns === 'string' ? JSON.parse(r.substitution_patterns) : r.substitution_patterns ?? []).map(
-        ({ token, pattern }: SubstitutionPattern) => ({ token, pattern }),
+    return rows.map((r) =>
+      this.json(
+        {
+          id: column.int(r.id),
+          name: r.name,
+          templateType: r.template_type,
+          position: column.int(r.position),
+          substitutionPatterns: column.json<SubstitutionPattern[]>(r.substitution_patterns, []),
+          folder: r.folder,
+          createdAt: column.date(r.created_at)!,
+          updatedAt: column.date(r.updated_at)!,
+        },
+        viewer,
       ),
-      directory: this.directoryFor(r.folder, viewer),
-      created_at: timestamp(r.created_at),
-      updated_at: timestamp(r.updated_at),
-    }))
+    )
   }
 
   async get(em: EntityManager, id: number): Promise<Template> {
@@ -105,7 +108,7 @@ export class TemplateService {
       substitutionPatterns: input.substitutionPatterns ?? [],
       folder,
     })
-    await mkdir(this.directoryOf(t), { recursive: true })
+    await makeDirs(this.directoryOf(t))
     await this.flushOrUndo(em, () => rm(this.directoryOf(t), { recursive: true, force: true }))
     return t
   }
@@ -124,7 +127,7 @@ export class TemplateService {
     const from = this.directoryOf(source)
     const to = this.directoryOf(copy)
     if (await exists(from)) await cp(from, to, { recursive: true, errorOnExist: true, force: false, verbatimSymlinks: true })
-    else await mkdir(to, { recursive: true })
+    else await makeDirs(to)
     await this.flushOrUndo(em, () => rm(to, { recursive: true, force: true }))
     return copy
   }
@@ -142,7 +145,7 @@ export class TemplateService {
         if (await exists(oldDir)) {
           await rename(oldDir, this.directoryOf(t))
           moved = true
-        } else await mkdir(this.directoryOf(t), { recursive: true })
+        } else await makeDirs(this.directoryOf(t))
       }
     }
     if (changes.templateType !== undefined) t.templateType = changes.templateType

@@ -1,6 +1,5 @@
 import { EntitySchema, type Opt } from '@mikro-orm/core'
-import { BaseEntity, baseProperties } from '../../core/db/entity.js'
-import { User } from '../../core/auth/entities.js'
+import { BaseEntity, baseProperties, User } from '../../core/index.js'
 
 /** An outgoing webhook subscription; read and written with knex by the service (the entity describes the table). */
 export class Webhook extends BaseEntity {

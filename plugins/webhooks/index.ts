@@ -1,6 +1,5 @@
 import { Type } from 'typebox'
-import { definePlugin } from '../../core/plugin/contract.js'
-import { coreServices } from '../../core/plugin/services.js'
+import { definePlugin, coreServices } from '../../core/index.js'
 import { webhookEntities } from './entities.js'
 import { migrations } from './migrations.js'
 import { registerWebhookRoutes } from './routes.js'

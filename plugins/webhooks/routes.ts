@@ -1,7 +1,4 @@
-import type { RegisterApi } from '../../core/plugin/contract.js'
-import { IdParams } from '../../core/http/schemas.js'
-import { paginate } from '../../core/http/paging.js'
-import { created } from '../../core/http/responses.js'
+import { IdParams, paginate, created, type RegisterApi } from '../../core/index.js'
 import { webhookServices } from './refs.js'
 import { DeliveriesInput, DeliveryParams, WebhookInput } from './schemas.js'
 

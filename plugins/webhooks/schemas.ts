@@ -1,6 +1,5 @@
 import { Type } from 'typebox'
-import { PageInput } from '../../core/http/paging.js'
-import { IdParam, OneOf } from '../../core/http/schemas.js'
+import { PageInput, IdParam, OneOf } from '../../core/index.js'
 
 const Fields = {
   url: Type.Optional(Type.String({ minLength: 1, maxLength: 2000 })),

@@ -3,13 +3,7 @@ import https from 'node:https'
 import { createHmac, randomBytes, randomUUID } from 'node:crypto'
 import { hostname } from 'node:os'
 import type { Logger } from 'pino'
-import type { Dialect, Knex } from '../../core/db/orm.js'
-import { column } from '../../core/db/rows.js'
-import { iso } from '../../core/db/entity.js'
-import { deriveKey, open, seal } from '../../core/crypto.js'
-import { invalid, notFound, type ParamError } from '../../core/errors.js'
-import type { EventBus, PublishedEvent } from '../../core/events.js'
-import type { JobService } from '../../core/jobs/service.js'
+import { column, iso, deriveKey, unseal, seal, invalid, notFound, type Dialect, type Knex, type ParamError, type EventBus, type PublishedEvent, type JobService } from '../../core/index.js'
 import { guardedLookup, isPrivateAddress, resolveAll } from './ssrf.js'
 
 export const DELIVER_JOB = 'webhooks.deliver'
@@ -307,7 +301,7 @@ export class WebhookService {
     let code: number | null = null
     let error: string | null = null
     try {
-      const secret = open(this.key, d.hook.secret, SECRET_CONTEXT)
+      const secret = unseal(this.key, d.hook.secret, SECRET_CONTEXT)
       code = await this.post(d.hook.url, d.body, { 'webhook-id': d.event_id, 'webhook-timestamp': String(timestamp), 'webhook-signature': sign(secret, d.event_id, timestamp, d.body) }, signal)
       if (code < 200 || code > 299) error = `the target answered ${code}`
     } catch (err) {

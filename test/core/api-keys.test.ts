@@ -1,5 +1,5 @@
 import t from 'tap'
-import { assertProblem, onEachDatabase, type TestServer } from '../helpers/index.js'
+import { assertProblem, onEachDatabase, type TestServer } from '../../core/testing/index.js'
 
 const keyRows = (s: TestServer, userId: number) => s.runtime.db.knex('api_keys').where({ user_id: userId }).orderBy('id')
 

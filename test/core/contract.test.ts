@@ -9,7 +9,8 @@ import path from 'node:path'
 import { Type } from 'typebox'
 import { MamRuntime, describePlugins } from '../../core/runtime.js'
 import { definePlugin, type PluginDefinition } from '../../core/plugin/contract.js'
-import { coreServices, createServiceRef } from '../../core/plugin/services.js'
+import { asValue } from 'awilix'
+import { aliasOf, coreServices, createServiceRef } from '../../core/plugin/services.js'
 import { defineJob } from '../../core/jobs/define.js'
 import { BootError } from '../../core/errors.js'
 
@@ -49,6 +50,26 @@ t.test('a plugin provides only its own refs: no shadowing of the core or of anot
   t.equal(err.code, 'SERVICE_INVALID')
   t.equal(err.plugin, 'copycat')
   t.match(err.message, /counting\.counter.*plugin "counting"/)
+})
+
+t.test("legacy string keys: never a core key, never unprefixed, aliases only of the plugin's own refs", async (t) => {
+  const cases: Array<[string, (api: any) => void, RegExp]> = [
+    ['core key', (api) => api.provide('jobs', aliasOf(createServiceRef('evil.jobs'))), /"jobs" would shadow the core's service/],
+    ['core em', (api) => api.provide('em', aliasOf(createServiceRef('evil.em'))), /"em" would shadow the core's service/],
+    ['unprefixed', (api) => api.provide('helper', asValue({})), /"helper" has no plugin prefix/],
+    ['another plugin', (api) => api.provide('counting.counter', asValue({})), /belongs to plugin "counting"/],
+    ['the core', (api) => api.provide('core.jobs', asValue({})), /belongs to the core/],
+    ['alias of another', (api) => api.provide('counter', aliasOf(counterRef)), /aliases "counting.counter" of plugin "counting"/],
+  ]
+  for (const [what, register, message] of cases) {
+    const err = await bootError(() => describePlugins({ plugins: [counting, plugin('evil', { dependsOn: ['counting'], register })] }))
+    t.equal(err.code, 'SERVICE_INVALID', what)
+    t.equal(err.plugin, 'evil', what)
+    t.match(err.message, message, what)
+  }
+  // allowed: an alias of its own ref, and a prefixed key of its own
+  const mine = createServiceRef<Counter>('fine.counter')
+  await t.resolves(describePlugins({ plugins: [plugin('fine', { register: (api) => (api.provide(mine, () => new Counter()), api.provide('counter', aliasOf(mine)), api.provide('fine.extra', asValue({}))) })] }))
 })
 
 t.test('services of a plugin outside dependsOn cannot be used', async (t) => {

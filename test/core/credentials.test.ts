@@ -1,5 +1,5 @@
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../helpers/index.js'
+import { assertProblem, onEachDatabase } from '../../core/testing/index.js'
 import { tokenCalls, tokenPlugin } from '../fixtures/token-plugin.js'
 
 onEachDatabase(

@@ -2,7 +2,7 @@ import t from 'tap'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
-import { assertProblem, databaseKinds, type Reply, onEachDatabase, scratchDatabase, startTestServer, type TestServer } from '../helpers/index.js'
+import { assertProblem, databaseKinds, onEachDatabase, scratchDatabase, startTestServer, type Reply, type TestServer } from '../../core/testing/index.js'
 import { LICENSE_KEY, licensedPlugins } from '../fixtures/licensed-plugins.js'
 import { SERVER_VERSION } from '../../core/version.js'
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib'
 import t from 'tap'
-import { assertProblem, databaseKinds, onEachDatabase, scratchDatabase, startTestServer, type TestServer } from '../helpers/index.js'
+import { assertProblem, databaseKinds, onEachDatabase, scratchDatabase, startTestServer, type TestServer } from '../../core/testing/index.js'
 import { echoPlugin } from '../fixtures/echo-plugin.js'
 
 const options = { extraPlugins: [echoPlugin] }

@@ -2,7 +2,7 @@ import { readdir } from 'node:fs/promises'
 import http from 'node:http'
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase, type TestServer } from '../helpers/index.js'
+import { assertProblem, onEachDatabase, type TestServer } from '../../core/testing/index.js'
 import { ECHO_MAX_FILE, echoPlugin } from '../fixtures/echo-plugin.js'
 
 const options = { extraPlugins: [echoPlugin] }
@@ -138,6 +138,8 @@ onEachDatabase(
 
     const withToken = await s.request('GET', '/echo', { query: { auth_token: token, page: '1' } })
     t.same(withToken.body.echo.input, { page: 1 }, 'auth_token is not a route parameter')
+    t.same((await s.request('GET', '/echo?page=1&format=json', { token })).body.echo.input, { page: 1 }, 'format is dropped where the route does not declare it')
+    t.same((await s.request('GET', '/echo/format?format=avid', { token })).body.echo.input, { format: 'avid' }, 'a route that declares format gets it')
 
     // JSON is typed: a string is not an integer, and nothing is coerced
     const typed = await s.request('POST', '/echo', { token, json: { thing: { name: 'x', count: '3' } } })

@@ -2,8 +2,10 @@ import t from 'tap'
 import { createHash, randomBytes } from 'node:crypto'
 import { appendFile, readFile, writeFile } from 'node:fs/promises'
 import path from 'node:path'
-import { assertProblem as assertProblemOn, onEachDatabase, type Reply, type TestServer } from '../helpers/index.js'
-import jobsPlugin, { JOB_TYPE } from '../fixtures/jobs-plugin.js'
+import { assertProblem as assertProblemOn, onEachDatabase, waitFor, type Reply, type TestServer } from '../../core/testing/index.js'
+import jobsPlugin, { JOB_TYPE, Typed } from '../fixtures/jobs-plugin.js'
+import { JobQueue } from '../../core/jobs/queue.js'
+import { EventBus } from '../../core/events.js'
 
 type Tap = typeof t
 
@@ -13,17 +15,6 @@ const assertProblem = (tap: object, reply: Reply, status: number, params?: strin
 // short leases and polls so retries and lapsed leases happen within the test; nothing asserts durations
 const options = { extraPlugins: [jobsPlugin], config: { jobs: { leaseMs: 1000, pollMs: 100 } } }
 const FINAL = ['finished', 'failed', 'cancelled']
-
-/** polls until `check` returns something truthy; fails after a generous overall timeout */
-async function waitFor<T>(what: string, check: () => Promise<T | undefined | null | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await check()
-    if (value) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 25))
-  }
-}
 
 const lines = async (file: string) => (await readFile(file, 'utf8').catch(() => '')).split('\n').filter(Boolean)
 
@@ -153,10 +144,64 @@ onEachDatabase(
       const ids = ran.map((l) => Number(l.split(' ')[0]))
       t.equal(new Set(ids).size, 1100, 'every job ran once')
       t.same(new Set(ids), new Set(rows.map((r) => r.id)), 'the enqueued jobs ran')
-      const [{ n }] = await s.runtime.db.knex('jobs').where({ type: JOB_TYPE('append') }).whereNot('state', 'finished').count({ n: '*' })
-      t.equal(Number(n), 0, 'all finished')
+      // the handler's line comes before its outcome's write (batched with others): wait for those
+      const unfinished = async () => Number((await s.runtime.db.knex('jobs').where({ type: JOB_TYPE('append') }).whereNot('state', 'finished').count({ n: '*' }))[0].n)
+      await waitFor('all finished', async () => (await unfinished()) === 0, 30_000).catch(() => {})
+      t.equal(await unfinished(), 0, 'all finished')
       t.same(await s.runtime.jobs.enqueueMany([]), [], 'nothing to enqueue is no statement')
     })
+    await t.test('a payload that does not match its defineJob schema is refused, and nothing is written', async (t) => {
+      const count = async () => Number((await s.runtime.db.knex('jobs').where({ type: Typed.type }).count({ n: '*' }))[0].n)
+      const before = await count()
+      const refused = (p: Promise<unknown>) => p.then(() => 'accepted', (err) => err)
+      t.match(await refused(s.runtime.jobs.enqueue(Typed, { n: 'three' } as any)), { status: 422, code: 'invalid_parameters', extra: { errors: [{ param: 'payload[n]' }] } }, 'a wrong type names the field')
+      t.match(await refused(s.runtime.jobs.enqueue(Typed, { n: 1, extra: true } as any)), { status: 422, extra: { errors: [{ param: 'payload[extra]' }] } }, 'an undeclared field')
+      t.match(await refused(s.runtime.jobs.enqueue(Typed.type, {})), { status: 422, extra: { errors: [{ param: 'payload[n]' }] } }, 'by its name too: a missing field')
+      t.match(await refused(s.runtime.jobs.enqueueMany([{ type: Typed, payload: { n: 1 } }, { type: Typed, payload: { n: -1 } }])), { status: 422 }, 'one bad payload in a batch')
+      t.equal(await count(), before, 'no row written')
+      const ok = await s.runtime.jobs.enqueue(Typed, { n: 21 }, { userId: s.user.id })
+      t.match(await settled(s, ok.id), { state: 'finished', result: { doubled: 42 } }, 'a matching payload runs')
+    })
+
+    await t.test('claim tokens and faults: held leases are not swept, hand-backs count no attempt', async (t) => {
+      // a type no runner of this server claims: the queue alone, as the runner drives it
+      const type = 'merge_test.unclaimed'
+      const knex = s.runtime.db.knex
+      const queue = new JobQueue(knex, s.db, new EventBus(), { maxAttempts: 5 })
+      const row = async (id: number) => (await queue.get(id))!
+      // run_at is not part of JobRow: read as stored (a Date on PostgreSQL, epoch ms on SQLite)
+      const dueAt = async (id: number) => new Date((await knex('jobs').where({ id }).first()).run_at).getTime()
+      const [a, b] = await queue.enqueueMany([
+        { type, kind: 'generic', payload: {} },
+        { type, kind: 'generic', payload: {}, options: { maxAttempts: 1 } },
+      ])
+      // claimed with a lease that lapsed at once: what an outage longer than the lease leaves behind
+      t.equal((await queue.claim('w1:1', [type], 10, -1000, false)).length, 2, 'both claimed')
+      t.same(await queue.claim('w1:2', [type], 10, 1000, true, ['w1:1']), [], 'the sweep leaves leases the runner still holds')
+      t.match(await row(b.id), { state: 'running', locked_by: 'w1:1', attempts: 1 }, 'not failed on its last attempt either')
+
+      // a fault hands a job back: queued, due later, the attempt not counted
+      const later = new Date(Date.now() + 3_600_000)
+      await queue.release([{ id: a.id, token: 'w1:1', runAt: later }])
+      const released = await row(a.id)
+      t.match(released, { state: 'queued', attempts: 0, locked_by: null }, 'released without counting the attempt')
+      t.ok(Math.abs((await dueAt(a.id)) - later.getTime()) < 1000, 'due at runAt')
+      t.same(await queue.settleMany([{ id: b.id, token: 'nobody', state: 'finished' }]), [false], 'another token settles nothing')
+      t.same(await queue.settleMany([{ id: b.id, token: 'w1:1', state: 'queued', runAt: later, uncount: true }]), [true], 'a hand-back in a completion batch')
+      const handed = await row(b.id)
+      t.match(handed, { state: 'queued', attempts: 0, locked_by: null, finished_at: null }, 'queued, no attempt counted')
+      t.ok(Math.abs((await dueAt(b.id)) - later.getTime()) < 1000, 'due at runAt')
+
+      // leases that lapse and are not held: the sweep fails the one on its last attempt and takes the other
+      await knex('jobs').whereIn('id', [a.id, b.id]).update({ run_at: new Date(Date.now() - 1000) })
+      t.equal((await queue.claim('w1:3', [type], 10, -1000, false)).length, 2)
+      const swept = await queue.claim('w2:1', [type], 10, 1000, true, ['w2:0'])
+      t.same(swept.map((j) => j.id), [a.id], 'the lapsed lease is taken by another claim')
+      t.match(await row(a.id), { state: 'running', locked_by: 'w2:1', attempts: 2 })
+      t.match(await row(b.id), { state: 'failed', locked_by: null }, 'a lapsed last attempt fails')
+      await knex('jobs').whereIn('id', [a.id, b.id]).delete()
+    })
+
     if (s.db === 'postgresql') {
       await t.test('the NOTIFY listener comes back after its connection dies', async (t) => {
         const knex = s.runtime.db.knex

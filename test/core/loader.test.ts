@@ -4,6 +4,7 @@ import { describePlugins } from '../../core/runtime.js'
 import { loadPlugins, sortPlugins } from '../../core/plugin/loader.js'
 import { definePlugin, type PluginDefinition, type RegisterApi } from '../../core/plugin/contract.js'
 import { BootError } from '../../core/errors.js'
+import { aliasOf, createServiceRef } from '../../core/plugin/services.js'
 import { resolveConfig } from '../../core/config.js'
 import { EventBus } from '../../core/events.js'
 import { createLogger } from '../../core/runtime.js'
@@ -119,7 +120,10 @@ t.test('capabilities, services and jobs', async (t) => {
   await bootFails(t, [plugin('steal', { capabilities: { admin: 'mine now' } })], 'PLUGIN_INVALID', 'steal', [/admin/])
   await bootFails(
     t,
-    [withRoutes('svc-a', (api) => api.provide('thing', {} as any)), withRoutes('svc-b', (api) => api.provide('thing', {} as any))],
+    [
+      withRoutes('svc-a', (api) => api.provide('thing', aliasOf(createServiceRef('svc-a.thing')))),
+      withRoutes('svc-b', (api) => api.provide('thing', aliasOf(createServiceRef('svc-b.thing')))),
+    ],
     'SERVICE_INVALID',
     'svc-b',
     [/"thing"/, /"svc-a"/],

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { Type } from 'typebox'
-import { onEachDatabase } from '../helpers/index.js'
+import { onEachDatabase } from '../../core/testing/index.js'
 import { defineEvent } from '../../core/events.js'
 import { definePlugin } from '../../core/plugin/contract.js'
 import { coreServices } from '../../core/plugin/services.js'
@@ -57,7 +57,12 @@ onEachDatabase(
     const mine = heard.flat().filter((e) => e.id === published.id)
     t.equal(mine.length, 1, 'handed to the consumer once')
     t.match(mine[0], { name: 'outbox-fixture.happened', subject: { type: 'project', id: 7 }, actor_id: s.user.id, payload: { n: 2 } })
-    const row = await knex('event_outbox').where({ event_id: published.id }).first()
+    // the consumer hears the batch before the fan-out marks it dispatched
+    let row = await knex('event_outbox').where({ event_id: published.id }).first()
+    while (!row.dispatched_at && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20))
+      row = await knex('event_outbox').where({ event_id: published.id }).first()
+    }
     t.ok(row.dispatched_at, 'marked dispatched')
   },
   { extraPlugins: [fixture] },

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { assertProblem, databaseKinds, startTestServer, type DbKind, type TestServer } from '../helpers/index.js'
+import { assertProblem, databaseKinds, startTestServer, type DbKind, type TestServer } from '../../core/testing/index.js'
 
 /**
  * Revocation across processes sharing one database (issue 18 items 9 and 10): two runtimes in this

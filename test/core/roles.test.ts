@@ -1,5 +1,5 @@
 import t from 'tap'
-import { assertProblem, onEachDatabase, type TestServer } from '../helpers/index.js'
+import { assertProblem, onEachDatabase, type TestServer } from '../../core/testing/index.js'
 
 /** the role as stored, read past the API */
 async function roleRow(s: TestServer, id: number) {

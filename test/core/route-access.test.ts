@@ -1,5 +1,5 @@
 import t from 'tap'
-import { onEachDatabase, type TestServer } from '../helpers/index.js'
+import { onEachDatabase, type TestServer } from '../../core/testing/index.js'
 
 /** `/teams/:team_id/users/:user_id` → `/teams/1/users/1` */
 const concrete = (path: string) => path.replace(/:[A-Za-z_]+/g, '1')

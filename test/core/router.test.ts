@@ -12,7 +12,7 @@ import { MamRuntime } from '../../core/runtime.js'
 import { definePlugin } from '../../core/plugin/contract.js'
 import { IdParams } from '../../core/http/schemas.js'
 import { builtinPlugins } from '../../plugins/index.js'
-import { assertProblem, onEachDatabase } from '../helpers/index.js'
+import { assertProblem, onEachDatabase } from '../../core/testing/index.js'
 
 /** a table of the given `METHOD /path` routes under /api/v1; each route's value is its own line */
 function tree(...routes: string[]) {

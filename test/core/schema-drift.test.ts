@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { MamRuntime } from '../../core/runtime.js'
 import { builtinPlugins } from '../../plugins/index.js'
-import { databaseKinds, scratchDatabase } from '../helpers/index.js'
+import { databaseKinds, scratchDatabase } from '../../core/testing/index.js'
 
 /**
  * Entities and migrations describe each table twice; this keeps them saying the same thing. An

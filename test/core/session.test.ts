@@ -1,5 +1,5 @@
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../helpers/index.js'
+import { assertProblem, onEachDatabase } from '../../core/testing/index.js'
 
 onEachDatabase(t, 'session login, check and logout', async (t, s) => {
   const login = await s.request('POST', '/session.json', { form: { login: s.user.username, password: s.user.password } })

@@ -6,7 +6,7 @@ import t from 'tap'
 import { createHttpServer, createMamServer } from '../../host/index.js'
 import { createApiKey, createUser } from '../../core/auth/accounts.js'
 import type { EntityManager } from '../../core/db/orm.js'
-import { databaseKinds, scratchDatabase } from '../helpers/index.js'
+import { databaseKinds, scratchDatabase } from '../../core/testing/index.js'
 import { echoPlugin } from '../fixtures/echo-plugin.js'
 
 const TIMEOUTS = { headersTimeoutMs: 400, requestTimeoutMs: 600, keepAliveTimeoutMs: 1500 }

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../helpers/index.js'
+import { assertProblem, onEachDatabase } from '../../core/testing/index.js'
 import { echoPlugin } from '../fixtures/echo-plugin.js'
 
 const messages = (body: any) => Object.fromEntries(body.errors.map((e: { param: string; message: string }) => [e.param, e.message]))

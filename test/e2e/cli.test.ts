@@ -7,7 +7,7 @@ import pg from 'pg'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { databaseKinds, request, scratchDatabase, type DbKind } from '../helpers/index.js'
+import { databaseKinds, request, scratchDatabase, type DbKind } from '../../core/testing/index.js'
 
 /** the compiled CLI, exactly what the `mamkit` bin runs */
 const CLI = fileURLToPath(new URL('../../host/cli.js', import.meta.url))

@@ -10,7 +10,9 @@ import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { databaseKinds, request, scratchDatabase } from '../helpers/index.js'
+import Sqlite from 'better-sqlite3'
+import pg from 'pg'
+import { databaseKinds, request, scratchDatabase, waitFor } from '../../core/testing/index.js'
 import { MamRuntime } from '../../core/runtime.js'
 import { builtinPlugins } from '../../plugins/index.js'
 import jobsPlugin from '../fixtures/jobs-plugin.js'
@@ -20,16 +22,6 @@ const PLUGIN = fileURLToPath(new URL('../fixtures/jobs-plugin.js', import.meta.u
 const ADMIN_PASSWORD = 'admin-password-123'
 // the slow job: 20 steps of 100 ms, long enough to be killed while it runs
 const SLOW = { steps: 20, ms: 100 }
-
-async function waitFor<T>(what: string, check: () => Promise<T | undefined | null | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await check()
-    if (value) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 25))
-  }
-}
 
 const lines = async (file: string) => (await readFile(file, 'utf8').catch(() => '')).split('\n').filter(Boolean)
 
@@ -47,10 +39,10 @@ const children = new Set<ChildProcess>()
 process.on('exit', () => children.forEach((c) => c.exitCode === null && c.signalCode === null && c.kill('SIGKILL')))
 
 /** `mamkit serve` on a free port, with short job leases; resolves once it logged "listening" */
-async function serve(dataDir: string, databaseUrl?: string): Promise<Server> {
+async function serve(dataDir: string, databaseUrl?: string, extraEnv: Record<string, string> = {}): Promise<Server> {
   const env: NodeJS.ProcessEnv = {}
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('MAMKIT_')) env[k] = v
-  Object.assign(env, { MAMKIT_JOB_LEASE_MS: '1500', MAMKIT_JOB_POLL_MS: '200', MAMKIT_ADMIN_PASSWORD: ADMIN_PASSWORD, MAMKIT_LOG_LEVEL: 'info' })
+  Object.assign(env, { MAMKIT_JOB_LEASE_MS: '1500', MAMKIT_JOB_POLL_MS: '200', MAMKIT_ADMIN_PASSWORD: ADMIN_PASSWORD, MAMKIT_LOG_LEVEL: 'info', ...extraEnv })
   const args = [CLI, 'serve', '--port', '0', '--data-dir', dataDir, '--plugin', PLUGIN, ...(databaseUrl ? ['--database-url', databaseUrl] : [])]
   const child = spawn(process.execPath, args, { cwd: dataDir, env, stdio: ['ignore', 'pipe', 'pipe'] })
   children.add(child)
@@ -171,6 +163,70 @@ for (const db of databaseKinds()) {
       t.match(await settled(server.url, token, job.id), { state: 'finished', attempts: 1, result: { chunks: SLOW.steps, pid: server.child.pid } })
       t.same(await lines(marker), ['start 1', 'start 1', 'done'], 'run again as the first counted attempt, completed once')
       t.same(await tempFiles(dataDir), [], 'no temporary files left')
+    })
+
+    await t.test('SIGKILL while a batch of completions is being written: nothing half-written, every job ends once', async (t) => {
+      const file = path.join(work, 'batch-ran')
+      // the test's own connection: it holds the write lock that keeps the completion waiting
+      const sql = db === 'postgresql' ? new pg.Client({ connectionString: databaseUrl }) : undefined
+      const lite = db === 'sqlite' ? new Sqlite(path.join(dataDir, 'mamkit.sqlite')) : undefined
+      await sql?.connect()
+      t.teardown(async () => {
+        await sql?.end().catch(() => {})
+        lite?.close()
+      })
+      const query = async (text: string, params: unknown[] = []): Promise<any[]> => (sql ? (await sql.query(text, params)).rows : lite!.prepare(text.replace(/\$\d+/g, '?')).all(...params))
+      lite?.pragma('busy_timeout = 15000')
+
+      // 16 in flight, so that the 12 jobs are claimed and completed together
+      server.child.kill('SIGTERM')
+      await server.exited
+      server = await serve(dataDir, databaseUrl, { MAMKIT_JOB_CONCURRENCY: '16' })
+      const killed = server
+      const ids = (await Promise.all(Array.from({ length: 12 }, () => enqueue(killed.url, token, 'append', { file, ms: 400 })))).map((j) => j.id)
+      const running = async () => Number((await query(`select count(*) as n from jobs where state = 'running' and id in (${ids.join(', ')})`))[0].n)
+      await waitFor('all 12 running', async () => (await running()) === 12)
+      // PostgreSQL: writes to the jobs table wait from here on (reads go on), so the completion is
+      // caught in the middle: its transaction has begun, its UPDATE waits. SQLite cannot be held
+      // like that (a server waiting for SQLite's lock blocks its event loop, handlers included):
+      // there the kill comes as soon as the handlers have ended, before, during or after the write,
+      // and the same must hold whichever it was.
+      if (sql) await sql.query('begin').then(() => sql.query('lock table jobs in share mode'))
+      await waitFor('the 12 handlers to end', async () => (await lines(file)).length >= 12, 30_000)
+      if (sql)
+        await waitFor('the completion waiting for the lock', async () =>
+          Number((await query(`select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%set state = v.state%'`))[0].n) > 0,
+        )
+      killed.child.kill('SIGKILL')
+      t.same(await killed.exited, { code: null, signal: 'SIGKILL' }, 'killed while completing')
+      if (sql) await sql.query('rollback')
+      // PostgreSQL: the dead client's transaction ends when its backend notices; wait until nothing of it is left
+      if (sql) await waitFor('the killed server gone', async () => Number((await query(`select count(*) as n from pg_stat_activity where datname = current_database() and backend_type = 'client backend' and pid <> pg_backend_pid()`))[0].n) === 0)
+      const afterKill = await query(`select id, state from jobs where id in (${ids.join(', ')})`)
+      const finishedBefore = new Set(afterKill.filter((r) => r.state === 'finished').map((r) => Number(r.id)))
+      // PostgreSQL: the completion caught waiting was a transaction (a user's jobs publish job.finished
+      // with it) and went with the process; the outcomes behind it were only in its memory
+      if (sql) t.equal(finishedBefore.size, 0, 'the completion under way was rolled back whole')
+      else t.comment(`${finishedBefore.size} of 12 were completed before the kill`)
+      t.equal(afterKill.filter((r) => r.state !== 'finished' && r.state !== 'running').length, 0, 'the others are still held by the dead process')
+
+      server = await start()
+      await waitFor('the 12 jobs to finish', async () => Number((await query(`select count(*) as n from jobs where state = 'finished' and id in (${ids.join(', ')})`))[0].n) === 12)
+      const runs = (await lines(file)).map((l) => l.split(' ').map(Number))
+      const rows = await query(`select id, attempts, result from jobs where id in (${ids.join(', ')})`)
+      for (const row of rows) {
+        const id = Number(row.id)
+        const ran = runs.filter(([r]) => r === id).map(([, pid]) => pid)
+        if (finishedBefore.has(id)) t.same(ran, [killed.child.pid], `job ${id}: completed before the kill, not run again`)
+        else {
+          t.same(ran, [killed.child.pid, server.child.pid], `job ${id}: its completion was lost with the process, so it ran again once`)
+          t.equal(Number(row.attempts), 2, `job ${id}: two attempts`)
+          t.same(JSON.parse(row.result), { pid: server.child.pid }, `job ${id}: the result of the run that completed`)
+        }
+      }
+      // the completion's event is written with it: one job.finished per job, never two
+      const events = await query(`select subject_id, count(*) as n from event_outbox where name = 'job.finished' and subject_id in (${ids.join(', ')}) group by subject_id`)
+      t.same(events.map((e) => [Number(e.subject_id), Number(e.n)]).sort((a, b) => a[0] - b[0]), [...ids].sort((a, b) => a - b).map((id) => [id, 1]), 'one job.finished event per job')
     })
 
     if (db === 'postgresql') {

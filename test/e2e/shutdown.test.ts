@@ -8,7 +8,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { request } from '../helpers/index.js'
+import { request } from '../../core/testing/index.js'
 import { killAll, login, serveProcess, waitFor } from '../helpers/process.js'
 
 const PLUGIN = fileURLToPath(new URL('../fixtures/jobs-plugin.js', import.meta.url))

@@ -1,17 +1,16 @@
 import { execFile } from 'node:child_process'
-import http from 'node:http'
 import { createDecipheriv } from 'node:crypto'
-import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises'
+import { mkdir, readdir, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import { inflateRawSync } from 'node:zlib'
 import sharp from 'sharp'
-import type { Reply, TestServer } from './server.js'
+import { waitForJob, waitForJobs, type TestServer } from '../../core/testing/index.js'
 import { MediaTools } from '../../core/media/tools.js'
 
 /**
  * Media for tests, generated on the spot with ffmpeg and sharp (no binary fixtures), and the
- * small readers the media tests need: ffprobe, proxy decryption, zip entries, job polling.
+ * small readers the media tests need: ffprobe, proxy decryption, zip entries.
  */
 
 const run = promisify(execFile)
@@ -159,88 +158,11 @@ export function readZip(zip: Buffer): ZipEntry[] {
   return out
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+/** @deprecated waitForJob of core/testing (it finds the status route of the job's kind itself) */
+export const waitForJobEnd = (s: TestServer, token: string, id: number, route?: string, timeoutMs?: number): Promise<any> => waitForJob(s, token, id, { route, timeoutMs })
 
-/**
- * Polls GET /assets/:id until `done` holds (default: analysis and proxies settled). The machine
- * may be busy: the timeout is generous and nothing here measures time.
- */
-export async function waitForAsset(s: TestServer, token: string, id: number, done: (asset: any) => boolean = settled, timeoutMs = 120_000): Promise<any> {
-  const until = Date.now() + timeoutMs
-  for (;;) {
-    const reply = await s.request('GET', `/assets/${id}`, { token })
-    if (reply.status !== 200) throw new Error(`asset ${id}: ${reply.status} ${reply.text}`)
-    if (done(reply.body.asset)) return reply.body.asset
-    if (Date.now() > until) throw new Error(`asset ${id} did not settle: ${JSON.stringify({ analysis: reply.body.asset.analysis_state, proxy: reply.body.asset.proxy_state, kinds: reply.body.asset.proxy.kinds })}`)
-    await sleep(150)
-  }
-}
+/** @deprecated waitForJobs of core/testing */
+export const waitForQuiet = (s: TestServer, types?: string[], timeoutMs?: number): Promise<void> => waitForJobs(s, { types, timeoutMs })
 
-/** analysis finished, and for media the proxies too */
-export const settled = (a: any) =>
-  ['ready', 'failed'].includes(a.analysis_state) && (a.type === 'other' || a.analysis_state === 'failed' || ['ready', 'failed'].includes(a.proxy_state))
-
-/** polls GET /status/:id (or another job route) until the job has ended */
-export async function waitForJobEnd(s: TestServer, token: string, id: number, route = '/status', timeoutMs = 120_000): Promise<any> {
-  const until = Date.now() + timeoutMs
-  for (;;) {
-    const reply = await s.request('GET', `${route}/${id}`, { token })
-    if (['finished', 'failed', 'cancelled'].includes(reply.body?.job?.state)) return reply.body.job
-    if (Date.now() > until) throw new Error(`job ${id} still ${reply.body?.job?.state ?? reply.status}`)
-    await sleep(150)
-  }
-}
-
-/** waits until no job of the given types (all when omitted) is queued or running */
-export async function waitForQuiet(s: TestServer, types?: string[], timeoutMs = 120_000): Promise<void> {
-  const until = Date.now() + timeoutMs
-  for (;;) {
-    const q = s.runtime.db.knex('jobs').whereIn('state', ['queued', 'running'])
-    if (types) q.whereIn('type', types)
-    else q.whereNot('type', 'assets.expire-downloads')
-    const [{ n }] = await q.count({ n: '*' })
-    if (Number(n) === 0) return
-    if (Date.now() > until) throw new Error(`jobs still pending: ${n}`)
-    await sleep(150)
-  }
-}
-
-/** asset ids by name from an `assets` answer (inject_uploads does not promise the order of the parts) */
-export const idsByName = (reply: { body: any }): Record<string, number> => Object.fromEntries(reply.body.assets.map((a: any) => [a.name, a.id]))
-
-/** POST /projects/:id/inject_uploads with files given by name and content (or a path on disk) */
-export async function upload(s: TestServer, token: string | undefined, projectId: number, files: Array<{ name: string; data?: Buffer | string; file?: string }>, fields: Record<string, string> = {}) {
-  const form = new FormData()
-  for (const [k, v] of Object.entries(fields)) form.append(k, v)
-  for (const f of files) {
-    const data = f.file ? await readFile(f.file) : typeof f.data === 'string' ? Buffer.from(f.data) : f.data!
-    form.append('file', new Blob([new Uint8Array(data)]), f.name)
-  }
-  return s.request('POST', `/projects/${projectId}/inject_uploads`, { token, multipart: form })
-}
-
-/**
- * A request with a JSON body on any method. fetch refuses bodies on GET, but clients send them
- * (GET /assets/by_path with the path as a JSON string, GET /assets/links with `asset_ids`).
- */
-export function requestWithBody(s: TestServer, method: string, pathname: string, options: { token?: string; json: unknown }): Promise<Reply> {
-  const body = Buffer.from(JSON.stringify(options.json))
-  const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': body.length }
-  if (options.token) headers.authorization = `Bearer ${options.token}`
-  return new Promise((resolve, reject) => {
-    const req = http.request(`${s.url}${pathname}`, { method, headers }, (res) => {
-      const chunks: Buffer[] = []
-      res.on('data', (c: Buffer) => chunks.push(c))
-      res.on('error', reject)
-      res.on('end', () => {
-        const buffer = Buffer.concat(chunks)
-        const text = buffer.toString('utf8')
-        const h = new Headers()
-        for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) h.set(k, Array.isArray(v) ? v.join(', ') : v)
-        resolve({ status: res.statusCode!, headers: h, body: /json/.test(h.get('content-type') ?? '') ? JSON.parse(text) : undefined, text, buffer })
-      })
-    })
-    req.on('error', reject)
-    req.end(body)
-  })
-}
+// moved to core/testing (mamkit/testing); re-exported for tests that import them from here
+export { upload, idsByName, waitForAsset, settled, requestWithBody } from '../../core/testing/index.js'

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { request } from './server.js'
+import { request } from '../../core/testing/index.js'
+export { waitFor } from '../../core/testing/index.js'
 
 /**
  * A real `mamkit serve` in a child process, for the fault tests of SECURITY.md (SIGKILL and
@@ -64,14 +65,4 @@ export async function login(url: string): Promise<string> {
   const reply = await request(url, 'POST', '/session', { json: { login: 'admin', password: ADMIN_PASSWORD } })
   if (reply.status !== 200) throw new Error(`login failed: ${reply.status} ${reply.text}`)
   return reply.body.authentication_token
-}
-
-export async function waitFor<T>(what: string, check: () => Promise<T | undefined | null | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await check()
-    if (value) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
 }

@@ -1,8 +1,7 @@
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
-import { requestWithBody } from '../../helpers/media.js'
-import { readerAndStranger, row } from '../projects/fixtures.js'
+import { assertProblem, onEachDatabase, requestWithBody, readerAndStranger } from '../../../core/testing/index.js'
+import { row } from '../projects/fixtures.js'
 import { projectWithFiles } from './fixtures.js'
 
 /** GET/PUT /assets/:id, delete_description and by_path */

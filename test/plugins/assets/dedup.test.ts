@@ -3,9 +3,8 @@ import { copyFile, link, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { crc32 } from 'node:zlib'
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
-import { waitForJobEnd, waitForQuiet, requestWithBody } from '../../helpers/media.js'
-import { createProject, readerAndStranger, row } from '../projects/fixtures.js'
+import { assertProblem, onEachDatabase, waitForJob, waitForJobs, requestWithBody, createProject, readerAndStranger } from '../../../core/testing/index.js'
+import { row } from '../projects/fixtures.js'
 
 /** hard links (GET /assets/links), rehash and the deduplication report */
 
@@ -54,7 +53,7 @@ onEachDatabase(t, 'hard links show in /assets/links, rehash fills CRC-32 and SHA
   const rehash = await s.request('PUT', `/projects/${p.id}/rehash`, { token: s.user.token })
   t.equal(rehash.status, 202)
   t.match(rehash.body.job, { id: Number, action: 'assets.rehash', project_id: p.id })
-  const job = await waitForJobEnd(s, s.user.token, rehash.body.job.id)
+  const job = await waitForJob(s, s.user.token, rehash.body.job.id)
   t.equal(job.state, 'finished')
   t.same(job.result, { hashed: 4, failed: 0, bytes: 3010, errors: [] })
   const sha = createHash('sha256').update(content).digest('hex')
@@ -66,7 +65,7 @@ onEachDatabase(t, 'hard links show in /assets/links, rehash fills CRC-32 and SHA
 
   // the hidden project hashed without SHA-256 (form string 'false'): CRC only
   const crcOnly = await s.request('PUT', `/projects/${hidden.id}/rehash`, { token: s.admin.token, form: { sha256: 'false' } })
-  t.equal((await waitForJobEnd(s, s.admin.token, crcOnly.body.job.id)).state, 'finished')
+  t.equal((await waitForJob(s, s.admin.token, crcOnly.body.job.id)).state, 'finished')
   const h = await row(s, 'assets', { id: secret })
   t.equal(h.sha256, null)
   t.equal(h.crc32, r.crc32)
@@ -87,7 +86,7 @@ onEachDatabase(t, 'hard links show in /assets/links, rehash fills CRC-32 and SHA
     wasted_bytes: 1000,
   })
   // with SHA-256 in the hidden project too, the administrator sees four assets, still two files
-  await waitForJobEnd(s, s.admin.token, (await s.request('PUT', `/projects/${hidden.id}/rehash`, { token: s.admin.token })).body.job.id)
+  await waitForJob(s, s.admin.token, (await s.request('PUT', `/projects/${hidden.id}/rehash`, { token: s.admin.token })).body.job.id)
   const all = (await s.request('GET', '/deduplication_report', { token: s.admin.token })).body.deduplication_report
   t.match(all, { groups: [{ sha256: sha, count: 4, wasted_bytes: 1000 }], wasted_bytes: 1000 })
   t.same((await s.request('GET', '/deduplication_report', { token: reader.token })).body.deduplication_report.groups[0].count, 3, 'others still see their own')
@@ -96,5 +95,5 @@ onEachDatabase(t, 'hard links show in /assets/links, rehash fills CRC-32 and SHA
 
   t.equal((await s.request('PUT', `/projects/${p.id}/freeze`, { token: s.user.token })).status, 200)
   assertProblem(t, await s.request('PUT', `/projects/${p.id}/rehash`, { token: s.user.token }), 423)
-  await waitForQuiet(s, ['assets.analyse'])
+  await waitForJobs(s, { types: ['assets.analyse'] })
 })

@@ -1,8 +1,7 @@
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
-import { waitForQuiet } from '../../helpers/media.js'
-import { createProject, exists, grant, listTree, readerAndStranger, row, teamWith } from '../projects/fixtures.js'
+import { assertProblem, onEachDatabase, waitForJobs, createProject, grant, readerAndStranger, teamWith } from '../../../core/testing/index.js'
+import { exists, listTree, row } from '../projects/fixtures.js'
 import { projectWithFiles } from './fixtures.js'
 
 /** DELETE /assets/destroy and the asset access-right routes */
@@ -52,7 +51,7 @@ onEachDatabase(t, 'destroy removes assets and folders from storage and database'
   t.same(await listTree(p.path), ['MY_FOLDER/', 'MY_FOLDER/sub/', 'MY_FOLDER/sub/e.txt', 'keep.txt', 'myXfolder/', 'myXfolder/c.txt'])
   t.same((await s.runtime.db.knex('assets').where({ project_id: p.id }).select('path')).map((r: any) => r.path).sort(), ['MY_FOLDER/sub/e.txt', 'keep.txt', 'myXfolder/c.txt'])
   // the freed space stops counting: the project is measured again
-  await waitForQuiet(s, ['projects.calculate-size'])
+  await waitForJobs(s, { types: ['projects.calculate-size'] })
   t.equal(Number((await row(s, 'projects', { id: p.id })).size), 3, 'the size of what is left')
 
   t.equal((await s.request('PUT', `/projects/${p.id}/freeze`, { token: s.user.token })).status, 200)

@@ -4,9 +4,9 @@ import { promisify } from 'node:util'
 import path from 'node:path'
 import { crc32 } from 'node:zlib'
 import t from 'tap'
-import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
-import { decryptProxy, filesBelow, makeStill, makeVideo, probe, readZip, timecodeOf, upload, waitForAsset, waitForJobEnd, idsByName } from '../../helpers/media.js'
-import { createProject, readerAndStranger, row } from '../projects/fixtures.js'
+import { assertProblem, onEachDatabase, upload, waitForAsset, waitForJob, idsByName, createProject, readerAndStranger, type TestServer } from '../../../core/testing/index.js'
+import { decryptProxy, filesBelow, makeStill, makeVideo, probe, readZip, timecodeOf } from '../../helpers/media.js'
+import { row } from '../projects/fixtures.js'
 
 /**
  * Once per database: prepared downloads (AssetState → /asset_status → download with state_id),
@@ -60,7 +60,7 @@ onEachDatabase(t, 'downloads: highres zip, editing proxy, lowres package; foreig
   t.equal(prepared.status, 202)
   t.match(prepared.body.assetstate, { id: Number, asset_id: videoId, user_id: s.user.id, kind: 'highres', job_id: Number, state: /queued|running|finished/, expires_at: null })
   const state = prepared.body.assetstate
-  const job = await waitForJobEnd(s, s.user.token, state.job_id, '/asset_status')
+  const job = await waitForJob(s, s.user.token, state.job_id, { route: '/asset_status' })
   t.match(job, { id: state.job_id, action: 'assets.package', state: 'finished', asset_id: videoId, project_id: p.id })
   assertProblem(t, await s.request('GET', `/asset_status/${state.job_id}`, { token: reader.token }), 404, undefined)
   const zip = await s.request('GET', `/assets/${videoId}/download_highres`, { token: s.user.token, query: { state_id: String(state.id) } })
@@ -95,7 +95,7 @@ onEachDatabase(t, 'downloads: highres zip, editing proxy, lowres package; foreig
   // a reader prepares their own; nobody else (but an administrator) may use it
   const theirs = await prepare(s, reader.token, stillId, 'highres')
   t.equal(theirs.status, 202)
-  await waitForJobEnd(s, reader.token, theirs.body.assetstate.job_id, '/asset_status')
+  await waitForJob(s, reader.token, theirs.body.assetstate.job_id, { route: '/asset_status' })
   const stillZip = await s.request('GET', `/assets/${stillId}/download_highres`, { token: reader.token, query: { state_id: String(theirs.body.assetstate.id) } })
   t.ok(readZip(stillZip.buffer)[0].data.equals(await readFile(still)))
   const foreign = await s.request('GET', `/assets/${stillId}/download_highres`, { token: s.user.token, query: { state_id: String(theirs.body.assetstate.id) } })
@@ -121,7 +121,7 @@ onEachDatabase(t, 'downloads: highres zip, editing proxy, lowres package; foreig
   t.match(unfinished.body.detail, /not ready yet/)
   // failed: its job ended in failure
   const failing = await prepare(s, s.user.token, videoId, 'highres')
-  await waitForJobEnd(s, s.user.token, failing.body.assetstate.job_id)
+  await waitForJob(s, s.user.token, failing.body.assetstate.job_id)
   await s.runtime.db.knex('jobs').where({ id: failing.body.assetstate.job_id }).update({ state: 'failed', error: 'disk gone' })
   const failed = await get('highres', videoId, String(failing.body.assetstate.id))
   assertProblem(t, failed, 409, ['state_id'])
@@ -134,7 +134,7 @@ onEachDatabase(t, 'downloads: highres zip, editing proxy, lowres package; foreig
   // the clean-up job deletes states a week after they expired; younger ones keep answering 410
   const [old] = await s.runtime.db.knex('asset_states').insert({ asset_id: videoId, user_id: s.user.id, kind: 'highres', purged: false, size: 10, expires_at: new Date(Date.now() - 8 * 86_400_000), created_at: now, updated_at: now }).returning('id')
   const cleanup = await s.runtime.jobs.enqueue('assets.expire-downloads', {})
-  t.match(await waitForJobEnd(s, s.admin.token, cleanup.id), { state: 'finished', result: { removed: 1 } })
+  t.match(await waitForJob(s, s.admin.token, cleanup.id), { state: 'finished', result: { removed: 1 } })
   t.notOk(await row(s, 'asset_states', { id: old.id ?? old }), 'a state expired over a week ago is gone')
   assertProblem(t, await get('highres', videoId, String(state.id)), 410, ['state_id'])
 
@@ -142,7 +142,7 @@ onEachDatabase(t, 'downloads: highres zip, editing proxy, lowres package; foreig
   const lowState = await prepare(s, reader.token, videoId, 'lowres')
   t.equal(lowState.status, 202)
   t.match(lowState.body.assetstate, { kind: 'lowres', user_id: reader.id })
-  t.equal((await waitForJobEnd(s, reader.token, lowState.body.assetstate.job_id, '/asset_status')).state, 'finished')
+  t.equal((await waitForJob(s, reader.token, lowState.body.assetstate.job_id, { route: '/asset_status' })).state, 'finished')
   const direct = await s.request('GET', `/assets/${videoId}/download_lowres`, { token: reader.token })
   const viaState = await s.request('GET', `/assets/${videoId}/download_lowres`, { token: reader.token, query: { state_id: String(lowState.body.assetstate.id) } })
   t.equal(viaState.status, 200)
@@ -153,7 +153,7 @@ onEachDatabase(t, 'downloads: highres zip, editing proxy, lowres package; foreig
 
   // the original changes after a highres download was prepared: the state is outdated, never a corrupt zip
   const fresh = await prepare(s, s.user.token, stillId, 'highres')
-  await waitForJobEnd(s, s.user.token, fresh.body.assetstate.job_id, '/asset_status')
+  await waitForJob(s, s.user.token, fresh.body.assetstate.job_id, { route: '/asset_status' })
   await appendFile(path.join(p.path, 'Shoot', 'still.jpg'), 'x')
   const outdated = await get('highres', stillId, String(fresh.body.assetstate.id))
   assertProblem(t, outdated, 409, ['state_id'])
@@ -163,7 +163,7 @@ onEachDatabase(t, 'downloads: highres zip, editing proxy, lowres package; foreig
   const editState = await prepare(s, s.user.token, videoId, 'editing_proxy')
   t.equal(editState.status, 202)
   t.match(editState.body.assetstate, { kind: 'editing_proxy' })
-  t.equal((await waitForJobEnd(s, s.user.token, editState.body.assetstate.job_id, '/asset_status')).state, 'finished')
+  t.equal((await waitForJob(s, s.user.token, editState.body.assetstate.job_id, { route: '/asset_status' })).state, 'finished')
   const edit = await get('editing_proxy', videoId, String(editState.body.assetstate.id))
   t.equal(edit.status, 200)
   t.equal(edit.headers.get('content-type'), 'video/quicktime')
@@ -215,5 +215,5 @@ onEachDatabase(t, 'downloads: highres zip, editing proxy, lowres package; foreig
   // a project job is not an asset job
   const rehash = await s.request('PUT', `/projects/${p.id}/rehash`, { token: s.user.token })
   assertProblem(t, await s.request('GET', `/asset_status/${rehash.body.job.id}`, { token: s.user.token }), 404)
-  await waitForJobEnd(s, s.user.token, rehash.body.job.id)
+  await waitForJob(s, s.user.token, rehash.body.job.id)
 })

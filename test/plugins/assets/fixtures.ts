@@ -1,6 +1,5 @@
-import type { TestServer } from '../../helpers/index.js'
-import { waitForQuiet } from '../../helpers/media.js'
-import { createProject, readerAndStranger, writeTree } from '../projects/fixtures.js'
+import { waitForJobs, createProject, readerAndStranger, type TestServer } from '../../../core/testing/index.js'
+import { writeTree } from '../projects/fixtures.js'
 
 /** a project with text files in nested folders (names with LIKE wildcards and case twins), all registered and analysed */
 export const FILES = {
@@ -21,7 +20,7 @@ export async function setup(s: TestServer) {
   await writeTree(p.path, FILES)
   const added = await s.request('POST', `/projects/${p.id}/addassets`, { token: s.user.token, json: { paths: Object.keys(FILES) } })
   if (added.status !== 201) throw new Error(added.text)
-  await waitForQuiet(s, ['assets.analyse'])
+  await waitForJobs(s, { types: ['assets.analyse'] })
   return { p, ...(await readerAndStranger(s, p.id)) }
 }
 

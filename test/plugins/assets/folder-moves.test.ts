@@ -1,8 +1,7 @@
 import { link, lstat, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
-import { waitForJobEnd } from '../../helpers/media.js'
+import { assertProblem, onEachDatabase, waitForJob, type TestServer } from '../../../core/testing/index.js'
 import { exists, row } from '../projects/fixtures.js'
 import type { StorageJournal } from '../../../core/storage/journal.js'
 import { projectWithFiles } from './fixtures.js'
@@ -70,7 +69,7 @@ onEachDatabase(t, 'move_contents and rename_folder move the asset rows with thei
   t.same(listed.body.assets.map((a: any) => a.path), ['Day One/clip.mov', 'Day One/Cam B/b.mov'])
 
   // reindex finds nothing new and nothing vanished: no second asset, the description stays
-  const job = await waitForJobEnd(s, s.user.token, (await s.request('PUT', `/projects/${p.id}/reindex`, { token: s.user.token })).body.job.id)
+  const job = await waitForJob(s, s.user.token, (await s.request('PUT', `/projects/${p.id}/reindex`, { token: s.user.token })).body.job.id)
   t.same(job.result, { files: Object.keys(FILES).length, offline: 0 })
   t.equal(Object.keys(await assetRows(s, p.id)).length, Object.keys(FILES).length, 'no asset was made twice')
   t.equal((await row(s, 'assets', { id: notes })).description, 'read me first')

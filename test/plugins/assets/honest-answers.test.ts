@@ -2,9 +2,8 @@ import { randomBytes } from 'node:crypto'
 import { mkdir, rm } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
-import { ffmpeg, readZip, upload, waitForAsset, waitForJobEnd, idsByName } from '../../helpers/media.js'
-import { createProject } from '../projects/fixtures.js'
+import { assertProblem, onEachDatabase, upload, waitForAsset, waitForJob, idsByName, createProject } from '../../../core/testing/index.js'
+import { ffmpeg, readZip } from '../../helpers/media.js'
 import { migrations } from '../../../plugins/assets/migrations.js'
 
 /**
@@ -48,9 +47,9 @@ onEachDatabase(t, 'final proxy states, RFC 9110 ranges, asset job counts, reel n
   t.ok(listed.body.assets.every((a: any) => a.proxy_state === 'none' && typeof a.proxy_error === 'string'), 'the listing (plain rows) says the same')
   // a project-wide reencode reaches them too: still `none`, never `ready` without a proxy
   const reencode = await s.request('PUT', `/projects/${p.id}/reencode`, { token: s.user.token })
-  await waitForJobEnd(s, s.user.token, reencode.body.job.id)
+  await waitForJob(s, s.user.token, reencode.body.job.id)
   const proxyJobs = await s.runtime.db.knex('jobs').where({ type: 'assets.proxy', asset_id: ids['notes.txt'] }).select('id')
-  for (const { id } of proxyJobs) await waitForJobEnd(s, s.user.token, Number(id), '/asset_status')
+  for (const { id } of proxyJobs) await waitForJob(s, s.user.token, Number(id), { route: '/asset_status' })
   t.match((await s.request('GET', `/assets/${ids['notes.txt']}`, { token: s.user.token })).body.asset, { proxy_state: 'none', proxy: { kinds: [] } })
   // rows written before this release: the migration gives them their final state
   await s.runtime.db.knex('assets').where({ id: ids['noise.bin'] }).update({ proxy_state: 'pending', proxy_error: null })
@@ -59,11 +58,11 @@ onEachDatabase(t, 'final proxy states, RFC 9110 ranges, asset job counts, reel n
 
   // item 22: an asset job reports what it did in /asset_status
   const prepared = await s.request('PUT', `/assets/${ids['letters.txt']}/prepare_download_highres`, { token: s.user.token })
-  t.match(await waitForJobEnd(s, s.user.token, prepared.body.assetstate.job_id, '/asset_status'), { state: 'finished', success: 1, failure: 0 })
+  t.match(await waitForJob(s, s.user.token, prepared.body.assetstate.job_id, { route: '/asset_status' }), { state: 'finished', success: 1, failure: 0 })
   const gone = await upload(s, s.user.token, p.id, [{ name: 'gone.txt', data: 'soon gone' }])
   await rm(path.join(p.path, 'gone.txt'))
   const goneState = await s.request('PUT', `/assets/${idsByName(gone)['gone.txt']}/prepare_download_highres`, { token: s.user.token })
-  t.match(await waitForJobEnd(s, s.user.token, goneState.body.assetstate.job_id, '/asset_status'), { state: 'failed', success: 0, failure: 1, error: /is offline/ })
+  t.match(await waitForJob(s, s.user.token, goneState.body.assetstate.job_id, { route: '/asset_status' }), { state: 'failed', success: 0, failure: 1, error: /is offline/ })
 
   // item 21: Range on the highres zip
   const download = (range?: string) =>

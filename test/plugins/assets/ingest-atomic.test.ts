@@ -1,9 +1,8 @@
 import { link, readFile, readdir, rm, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
-import { upload, waitForAsset } from '../../helpers/media.js'
-import { createProject, exists, listTree, row } from '../projects/fixtures.js'
+import { assertProblem, onEachDatabase, upload, waitForAsset, createProject, type TestServer } from '../../../core/testing/index.js'
+import { exists, listTree, row } from '../projects/fixtures.js'
 import type { StorageJournal } from '../../../core/storage/journal.js'
 
 /** inject_uploads claims names atomically, checks every part first, takes empty files, and honours Idempotency-Key (issue 18 items 2, 5, 7, 17) */

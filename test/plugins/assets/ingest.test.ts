@@ -1,9 +1,8 @@
 import { readFile, readdir, stat, symlink, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
-import { upload, waitForAsset } from '../../helpers/media.js'
-import { createProject, exists, listTree, readerAndStranger, row, writeTree } from '../projects/fixtures.js'
+import { assertProblem, onEachDatabase, upload, waitForAsset, createProject, readerAndStranger } from '../../../core/testing/index.js'
+import { exists, listTree, row, writeTree } from '../projects/fixtures.js'
 
 /** inject_uploads and addassets: files into the tree, assets out; every refusal leaves nothing behind */
 

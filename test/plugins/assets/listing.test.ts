@@ -1,8 +1,7 @@
 import { writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
-import { requestWithBody, waitForAsset } from '../../helpers/media.js'
+import { assertProblem, onEachDatabase, requestWithBody, waitForAsset } from '../../../core/testing/index.js'
 import { FILES, paths, setup } from './fixtures.js'
 
 /** listing and counting by folder, changed metadata, the metadata properties */

@@ -6,9 +6,8 @@ import t from 'tap'
 import { asValue } from 'awilix'
 import { MediaTools } from '../../../core/media/tools.js'
 import { Launcher } from '../../../core/media/launcher.js'
-import { assertProblem, startTestServer } from '../../helpers/index.js'
-import { makeStill, makeVideo, probe, timecodeOf, upload, waitForAsset, waitForJobEnd, idsByName } from '../../helpers/media.js'
-import { createProject } from '../projects/fixtures.js'
+import { assertProblem, startTestServer, upload, waitForAsset, waitForJob, idsByName, createProject } from '../../../core/testing/index.js'
+import { makeStill, makeVideo, probe, timecodeOf } from '../../helpers/media.js'
 
 /**
  * Where ffmpeg and ffprobe come from (MAMKIT_FFMPEG/MAMKIT_FFPROBE, the PATH, then the binaries of
@@ -128,7 +127,7 @@ t.test('missing tools: 503 naming the tool, failed jobs with the reason, stills 
   // a video asset analysed while ffmpeg is gone: the proxy job fails with the reason
   await s.runtime.db.knex('assets').where({ id: ids['clip.mov'] }).update({ type: 'video', analysis_state: 'ready', metadata: JSON.stringify({ start_timecode: '01:00:00:00' }) })
   const job = await s.runtime.jobs.enqueue('assets.proxy', { assetId: ids['clip.mov'] }, { maxAttempts: 1 })
-  const ended = await waitForJobEnd(s, s.admin.token, job.id, '/asset_status')
+  const ended = await waitForJob(s, s.admin.token, job.id, { route: '/asset_status' })
   t.match(ended, { state: 'failed', error: /ffmpeg is not available/ })
   t.match(await waitForAsset(s, s.user.token, ids['clip.mov']), { proxy_state: 'failed' }, 'proxy_state says failed')
   t.equal((await s.request('GET', '/session', { token: s.user.token })).status, 200, 'the server keeps answering')

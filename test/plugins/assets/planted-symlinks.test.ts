@@ -4,9 +4,9 @@ import path from 'node:path'
 import { promisify } from 'node:util'
 import { crc32 } from 'node:zlib'
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
-import { makeStill, readZip, waitForAsset, waitForJobEnd } from '../../helpers/media.js'
-import { createProject, row, writeTree } from '../projects/fixtures.js'
+import { assertProblem, onEachDatabase, waitForAsset, waitForJob, createProject } from '../../../core/testing/index.js'
+import { makeStill, readZip } from '../../helpers/media.js'
+import { row, writeTree } from '../projects/fixtures.js'
 
 /**
  * Issue 18 item 3: a registered original swapped for a symlink that leads outside its project (the
@@ -46,7 +46,7 @@ onEachDatabase(
     t.equal(early.status, 202)
     await plant(path.join(p.path, 'other.txt'), secretFile)
     s.runtime.runner.start()
-    const packaged = await waitForJobEnd(s, s.user.token, early.body.assetstate.job_id, '/asset_status')
+    const packaged = await waitForJob(s, s.user.token, early.body.assetstate.job_id, { route: '/asset_status' })
     t.match(packaged, { state: 'failed', success: 0, failure: 1, error: `The file of asset ${id['other.txt']} (other.txt) leads outside its storage; it is not read` }, 'the package job fails at once, with the reason')
     t.equal(packaged.attempts, 1, 'not retried: the refusal is permanent')
     const refusedState = await s.request('GET', `/assets/${id['other.txt']}/download_highres`, { token: s.user.token, query: { state_id: String(early.body.assetstate.id) } })
@@ -59,7 +59,7 @@ onEachDatabase(
     // swapped between prepare and download: the download opens the file once, checks it, and answers 403
     await waitForAsset(s, s.user.token, id['notes.txt'])
     const prepared = await s.request('PUT', `/assets/${id['notes.txt']}/prepare_download_highres`, { token: s.user.token })
-    t.equal((await waitForJobEnd(s, s.user.token, prepared.body.assetstate.job_id, '/asset_status')).state, 'finished')
+    t.equal((await waitForJob(s, s.user.token, prepared.body.assetstate.job_id, { route: '/asset_status' })).state, 'finished')
     const stateQuery = { state_id: String(prepared.body.assetstate.id) }
     const before = await s.request('GET', `/assets/${id['notes.txt']}/download_highres`, { token: s.user.token, query: stateQuery })
     t.equal(readZip(before.buffer)[0].data.toString(), 'n'.repeat(secret.length), 'the real file downloads')
@@ -83,7 +83,7 @@ onEachDatabase(
     await rm(path.join(p.path, 'fifo.txt'))
     await run('mkfifo', [path.join(p.path, 'fifo.txt')])
     const rehash = await s.request('PUT', `/projects/${p.id}/rehash`, { token: s.user.token })
-    const hashed = await waitForJobEnd(s, s.user.token, rehash.body.job.id)
+    const hashed = await waitForJob(s, s.user.token, rehash.body.job.id)
     t.match(hashed, { state: 'finished', success: 2, failure: 3, result: { hashed: 2, failed: 3 } })
     const reasons = Object.fromEntries(hashed.result.errors.map((e: any) => [e.asset_id, e.error]))
     t.match(reasons, {
@@ -100,11 +100,11 @@ onEachDatabase(
     await plant(path.join(p.path, 'still.jpg'), outsideStill)
     const reencode = await s.request('POST', `/assets/${id['still.jpg']}/reencode`, { token: s.user.token })
     t.equal(reencode.status, 202)
-    const proxyJob = await waitForJobEnd(s, s.user.token, reencode.body.job.id, '/asset_status')
+    const proxyJob = await waitForJob(s, s.user.token, reencode.body.job.id, { route: '/asset_status' })
     t.match(proxyJob, { state: 'failed', attempts: 1, failure: 1, error: /still.jpg\) leads outside its storage/ })
     t.match((await s.request('GET', `/assets/${id['still.jpg']}`, { token: s.user.token })).body.asset, { proxy_state: 'failed', proxy_error: /leads outside its storage/ })
     const repair = await s.request('PUT', `/projects/${p.id}/repair`, { token: s.user.token })
-    await waitForJobEnd(s, s.user.token, repair.body.job.id)
+    await waitForJob(s, s.user.token, repair.body.job.id)
     const reanalysed = await waitForAsset(s, s.user.token, id['still.jpg'], (a) => a.analysis_state === 'failed')
     t.match(reanalysed, { analysis_error: /leads outside its storage/, metadata: { width: 320, camera_make: 'TestCam' } }, 'the metadata of the file outside was not read')
   },

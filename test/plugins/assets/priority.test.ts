@@ -1,6 +1,5 @@
 import t from 'tap'
-import { onEachDatabase } from '../../helpers/index.js'
-import { waitForQuiet } from '../../helpers/media.js'
+import { onEachDatabase, waitForJobs } from '../../../core/testing/index.js'
 import { projectWithFiles } from './fixtures.js'
 
 /**
@@ -33,7 +32,7 @@ onEachDatabase(
     t.same(await priorities(early.p.id), [-3, -3, -3, -3, -3, -3], 'bad input changes nothing')
 
     s.runtime.runner.start()
-    await waitForQuiet(s, ['assets.analyse'])
+    await waitForJobs(s, { types: ['assets.analyse'] })
     const started = async (projectId: number) => (await knex('jobs').where({ project_id: projectId, type: 'assets.analyse' }).select('started_at', 'state')).map((r) => ({ state: r.state, at: new Date(r.started_at).getTime() }))
     const urgent = await started(late.p.id)
     const normal = await started(early.p.id)

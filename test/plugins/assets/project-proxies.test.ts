@@ -2,9 +2,9 @@ import { mkdir, readFile, rename, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import sharp from 'sharp'
 import t from 'tap'
-import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
-import { decryptProxy, ffmpeg, makeStill, makeVideo, probe, timecodeOf, upload, waitForAsset, waitForJobEnd, waitForQuiet, idsByName } from '../../helpers/media.js'
-import { createProject, exists, readerAndStranger, row } from '../projects/fixtures.js'
+import { assertProblem, onEachDatabase, upload, waitForAsset, waitForJob, waitForJobs, idsByName, createProject, readerAndStranger, type TestServer } from '../../../core/testing/index.js'
+import { decryptProxy, ffmpeg, makeStill, makeVideo, probe, timecodeOf } from '../../helpers/media.js'
+import { exists, row } from '../projects/fixtures.js'
 
 /**
  * Once per database: the project-wide proxy jobs (reburn_timecode, convert_proxy_structure,
@@ -53,10 +53,10 @@ onEachDatabase(t, 'project proxy jobs: reburn_timecode, convert_proxy_structure 
   const burn = await s.request('PUT', `/projects/${p.id}/reburn_timecode`, { token: s.user.token })
   t.equal(burn.status, 202)
   t.match(burn.body.job, { action: 'assets.project-batch', project_id: p.id })
-  t.same((await waitForJobEnd(s, s.user.token, burn.body.job.id)).result, { assets: 1 }, 'videos only')
+  t.same((await waitForJob(s, s.user.token, burn.body.job.id)).result, { assets: 1 }, 'videos only')
   const burnt = await waitForAsset(s, s.user.token, videoId, (a) => a.proxy.kinds.includes('burnin'))
   const burnJob = await s.runtime.db.knex('jobs').where({ type: 'assets.burn-timecode', asset_id: videoId }).first('id')
-  t.match(await waitForJobEnd(s, s.user.token, Number(burnJob.id), '/asset_status'), { state: 'finished', success: 1, failure: 0 }, 'the asset job reports its count')
+  t.match(await waitForJob(s, s.user.token, Number(burnJob.id), { route: '/asset_status' }), { state: 'finished', success: 1, failure: 0 }, 'the asset job reports its count')
   t.same(burnt.proxy.kinds.sort(), ['burnin', 'lowres', 'poster', 'thumbnails'])
   const burnin = await s.request('GET', `/assets/${videoId}/proxies/burnin`, { token: reader.token })
   t.equal(burnin.status, 200)
@@ -83,21 +83,21 @@ onEachDatabase(t, 'project proxy jobs: reburn_timecode, convert_proxy_structure 
   t.ok((await s.request('GET', `/assets/${stillId}/download_lowres`, { token: s.user.token })).buffer.equals(lowresBefore), 'layout 1 is still served')
   const convert = await s.request('PUT', `/projects/${p.id}/convert_proxy_structure`, { token: s.user.token })
   t.equal(convert.status, 202)
-  t.same((await waitForJobEnd(s, s.user.token, convert.body.job.id)).result, { assets: 1 }, 'one asset moved')
+  t.same((await waitForJob(s, s.user.token, convert.body.job.id)).result, { assets: 1 }, 'one asset moved')
   t.equal(Number((await row(s, 'assets', { id: stillId })).proxy_version), 2)
   t.notOk(await exists(proxyDir(s, image.uuid, 1)), 'the old folder is gone')
   t.ok(await exists(path.join(proxyDir(s, image.uuid, 2), 'image.webp.enc')))
   t.ok((await s.request('GET', `/assets/${stillId}/download_lowres`, { token: s.user.token })).buffer.equals(lowresBefore), 'the same proxy, from layout 2')
   const rerun = await s.request('PUT', `/projects/${p.id}/convert_proxy_structure`, { token: s.user.token })
-  t.same((await waitForJobEnd(s, s.user.token, rerun.body.job.id)).result, { assets: 0 }, 'idempotent')
+  t.same((await waitForJob(s, s.user.token, rerun.body.job.id)).result, { assets: 0 }, 'idempotent')
 
   // reencode all: new proxies for every asset
   const headerOf = async (uuid: string, name: string) => (await readFile(path.join(proxyDir(s, uuid, 2), name))).subarray(0, 16)
   const before = [await headerOf(video.uuid, 'lowres.mp4.enc'), await headerOf(image.uuid, 'image.webp.enc')]
   const reencode = await s.request('PUT', `/projects/${p.id}/reencode`, { token: s.user.token })
   t.equal(reencode.status, 202)
-  t.same((await waitForJobEnd(s, s.user.token, reencode.body.job.id)).result, { assets: 2 })
-  await waitForQuiet(s, ['assets.proxy'])
+  t.same((await waitForJob(s, s.user.token, reencode.body.job.id)).result, { assets: 2 })
+  await waitForJobs(s, { types: ['assets.proxy'] })
   t.notOk((await headerOf(video.uuid, 'lowres.mp4.enc')).equals(before[0]), 'the video proxy was rebuilt')
   t.notOk((await headerOf(image.uuid, 'image.webp.enc')).equals(before[1]), 'the image proxy was rebuilt')
   const after = await waitForAsset(s, s.user.token, videoId)

@@ -3,9 +3,8 @@ import { readFile, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import sharp from 'sharp'
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
-import { decryptProxy, filesBelow, makeAudio, makeStill, makeVideo, probe, timecodeOf, upload, waitForAsset, waitForJobEnd, idsByName } from '../../helpers/media.js'
-import { createProject, readerAndStranger } from '../projects/fixtures.js'
+import { assertProblem, onEachDatabase, upload, waitForAsset, waitForJob, idsByName, createProject, readerAndStranger } from '../../../core/testing/index.js'
+import { decryptProxy, filesBelow, makeAudio, makeStill, makeVideo, probe, timecodeOf } from '../../helpers/media.js'
 import { DEFAULT_PROXY_SETTINGS } from '../../../plugins/assets/proxies.js'
 
 /**
@@ -188,7 +187,7 @@ onEachDatabase(t, 'media pipeline: analysis, encrypted proxies, proxy_key, downl
   const reencode = await s.request('POST', `/assets/${videoId}/reencode`, { token: s.user.token })
   t.equal(reencode.status, 202)
   t.match(reencode.body.job, { id: Number, action: 'assets.proxy', asset_id: videoId })
-  const job = await waitForJobEnd(s, s.user.token, reencode.body.job.id, '/asset_status')
+  const job = await waitForJob(s, s.user.token, reencode.body.job.id, { route: '/asset_status' })
   t.equal(job.state, 'finished')
   t.same(job.result.proxies.sort(), ['lowres', 'poster', 'thumbnails'])
   const again = await readFile(encLowres!)

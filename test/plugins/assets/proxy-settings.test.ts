@@ -2,9 +2,8 @@ import { writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import sharp from 'sharp'
 import t from 'tap'
-import { startTestServer } from '../../helpers/index.js'
-import { makeVideo, probe, upload, waitForAsset, idsByName } from '../../helpers/media.js'
-import { createProject } from '../projects/fixtures.js'
+import { startTestServer, upload, waitForAsset, idsByName, createProject } from '../../../core/testing/index.js'
+import { makeVideo, probe } from '../../helpers/media.js'
 
 /**
  * The low-res settings of `config.plugins.assets.proxy` change what the encoder makes: height,

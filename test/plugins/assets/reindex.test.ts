@@ -1,8 +1,8 @@
 import { copyFile, rm, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
-import { makeAudio, waitForAsset, waitForJobEnd, waitForQuiet } from '../../helpers/media.js'
+import { assertProblem, onEachDatabase, waitForAsset, waitForJob, waitForJobs } from '../../../core/testing/index.js'
+import { makeAudio } from '../../helpers/media.js'
 import { row } from '../projects/fixtures.js'
 import { paths, setup } from './fixtures.js'
 
@@ -25,10 +25,10 @@ onEachDatabase(t, 'reindex: new files become assets, vanished ones go offline, c
   const started = await s.request('PUT', `/projects/${p.id}/reindex`, { token: s.user.token })
   t.equal(started.status, 202)
   t.match(started.body.job, { id: Number, action: 'assets.reindex', project_id: p.id, state: /queued|running|finished/ })
-  const job = await waitForJobEnd(s, s.user.token, started.body.job.id)
+  const job = await waitForJob(s, s.user.token, started.body.job.id)
   t.equal(job.state, 'finished')
   t.same(job.result, { files: 10, offline: 1 })
-  await waitForQuiet(s, ['assets.analyse'])
+  await waitForJobs(s, { types: ['assets.analyse'] })
 
   const fresh = await row(s, 'assets', { project_id: p.id, path: 'Media/new.txt' })
   t.ok(fresh, 'the new file is an asset')
@@ -45,7 +45,7 @@ onEachDatabase(t, 'reindex: new files become assets, vanished ones go offline, c
 
   // the file comes back: online again
   await writeFile(path.join(p.path, 'b.txt'), 'bb')
-  t.equal((await waitForJobEnd(s, s.user.token, (await s.request('PUT', `/projects/${p.id}/reindex`, { token: s.user.token })).body.job.id)).result.offline, 0)
+  t.equal((await waitForJob(s, s.user.token, (await s.request('PUT', `/projects/${p.id}/reindex`, { token: s.user.token })).body.job.id)).result.offline, 0)
   t.ok(Boolean((await row(s, 'assets', { id: gone.id })).online))
   t.equal((await row(s, 'assets', { id: untouched.id })).metadata_changed_at?.toString(), untouched.metadata_changed_at?.toString(), 'unchanged files are left alone')
 
@@ -70,18 +70,18 @@ onEachDatabase(t, 'rescan re-analyses assets of unknown type, repair all of them
   const rescan = await s.request('PUT', `/projects/${p.id}/rescan`, { token: s.user.token })
   t.equal(rescan.status, 202)
   t.match(rescan.body.job, { action: 'assets.reanalyse', project_id: p.id })
-  t.same((await waitForJobEnd(s, s.user.token, rescan.body.job.id)).result, { queued: 10 }, 'every asset of unknown type')
+  t.same((await waitForJob(s, s.user.token, rescan.body.job.id)).result, { queued: 10 }, 'every asset of unknown type')
   const audio = await waitForAsset(s, s.user.token, tone.id, (a) => a.type === 'audio' && ['ready', 'failed'].includes(a.proxy_state))
   t.match(audio, { type: 'audio', analysis_state: 'ready', audio: true, metadata: { container: 'wav', audio_codec: 'pcm_s16le', audio_channels: 2 } })
   t.ok(Math.abs(audio.duration - 0.5) < 0.1, 'duration of the tone')
 
   // now one asset is audio: rescan skips it, repair takes all
-  t.same((await waitForJobEnd(s, s.user.token, (await s.request('PUT', `/projects/${p.id}/rescan`, { token: s.user.token })).body.job.id)).result, { queued: 9 })
-  await waitForQuiet(s, ['assets.analyse', 'assets.proxy'])
+  t.same((await waitForJob(s, s.user.token, (await s.request('PUT', `/projects/${p.id}/rescan`, { token: s.user.token })).body.job.id)).result, { queued: 9 })
+  await waitForJobs(s, { types: ['assets.analyse', 'assets.proxy'] })
   const repair = await s.request('PUT', `/projects/${p.id}/repair`, { token: s.user.token })
   t.equal(repair.status, 202)
-  t.same((await waitForJobEnd(s, s.user.token, repair.body.job.id)).result, { queued: 10 })
-  await waitForQuiet(s, ['assets.analyse', 'assets.proxy'])
+  t.same((await waitForJob(s, s.user.token, repair.body.job.id)).result, { queued: 10 })
+  await waitForJobs(s, { types: ['assets.analyse', 'assets.proxy'] })
 
   t.equal((await s.request('PUT', `/projects/${p.id}/freeze`, { token: s.user.token })).status, 200)
   assertProblem(t, await s.request('PUT', `/projects/${p.id}/rescan`, { token: s.user.token }), 423)

@@ -1,11 +1,9 @@
 import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import path from 'node:path'
-import { parseMail, startMailCatcher } from '../../helpers/mail.js'
+import { parseMail, startMailCatcher, assertProblem, onEachDatabase, upload, waitForAsset, createProject, readerAndStranger, type TestServer } from '../../../core/testing/index.js'
 import t from 'tap'
-import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
-import { decryptProxy, filesBelow, makeStill, makeVideo, upload, waitForAsset } from '../../helpers/media.js'
-import { createProject, readerAndStranger } from '../projects/fixtures.js'
+import { decryptProxy, filesBelow, makeStill, makeVideo } from '../../helpers/media.js'
 
 /**
  * PUT /assets/:id/share_via_email and the public link it mails, all real: a real SMTP exchange

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
+import { assertProblem, onEachDatabase } from '../../../core/testing/index.js'
 import type { EditService } from '../../../plugins/edits/index.js'
 import { createEdit } from './fixtures.js'
 

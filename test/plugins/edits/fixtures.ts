@@ -1,39 +1,16 @@
 import { lstat, readlink } from 'node:fs/promises'
 import path from 'node:path'
-import type { TestServer, TestUser } from '../../helpers/index.js'
+import { waitForJob, type TestServer } from '../../../core/testing/index.js'
 
-/** Shared setup for the edits tests: edits, projects, rights, jobs and the workspace on disk. */
+/** Shared setup for the edits tests: edits, jobs and the workspace on disk. */
+
+// moved to core/testing (mamkit/testing); re-exported for tests that import them from here
+export { createProject, grant, waitForJob } from '../../../core/testing/index.js'
 
 export async function createEdit(s: TestServer, name: string, password = `smb-${name}-secret`) {
   const reply = await s.request('POST', '/edits', { token: s.admin.token, json: { edit: { name, password, comment: `workstation ${name}` } } })
   if (reply.status !== 201) throw new Error(`edit: ${reply.status} ${reply.text}`)
   return reply.body.edit as { id: number; name: string }
-}
-
-export async function createProject(s: TestServer, user: TestUser, name: string) {
-  const reply = await s.request('POST', '/projects', { token: user.token, json: { name } })
-  if (reply.status !== 201) throw new Error(`project: ${reply.status} ${reply.text}`)
-  // the absolute path is shown to administrators only
-  const { path } = (await s.request('GET', `/projects/${reply.body.project.id}`, { token: s.admin.token })).body.project
-  return { ...reply.body.project, path } as { id: number; name: string; path: string; [k: string]: any }
-}
-
-/** gives `user` (through their own team) read or read+write on a project */
-export async function grant(s: TestServer, projectId: number, user: TestUser, rights: { read?: boolean; write?: boolean }) {
-  const own = (await s.request('GET', `/users/${user.id}`, { token: s.admin.token })).body.user.own_team_id
-  const reply = await s.request('PUT', `/projects/${projectId}/teams`, { token: s.admin.token, json: { team_id: own, ...rights } })
-  if (reply.status !== 200) throw new Error(`grant: ${reply.status} ${reply.text}`)
-}
-
-/** polls GET /status/:id until the job has ended; generous, since CI machines are slow */
-export async function waitForJob(s: TestServer, token: string, id: number, timeoutMs = 60_000) {
-  const until = Date.now() + timeoutMs
-  for (;;) {
-    const reply = await s.request('GET', `/status/${id}`, { token })
-    if (['finished', 'failed', 'cancelled'].includes(reply.body?.job?.state)) return reply.body.job
-    if (Date.now() > until) throw new Error(`job ${id} still ${reply.body?.job?.state}`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
 }
 
 /** sends an edit call and waits for the job it answers with */

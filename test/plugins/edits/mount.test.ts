@@ -1,8 +1,8 @@
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
-import { createEdit, createProject, exists, grant, linkTarget, mountPath, runJob, sessions } from './fixtures.js'
+import { assertProblem, onEachDatabase, createProject, grant } from '../../../core/testing/index.js'
+import { createEdit, exists, linkTarget, mountPath, runJob, sessions } from './fixtures.js'
 
 onEachDatabase(t, 'mount, refresh and unmount a project on an edit', async (t, s) => {
   const user = s.user.token

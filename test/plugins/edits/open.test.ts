@@ -1,7 +1,7 @@
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
-import { createEdit, createProject, grant, linkTarget, mountPath, runJob, sessions, waitForJob } from './fixtures.js'
+import { assertProblem, onEachDatabase, createProject, grant, waitForJob } from '../../../core/testing/index.js'
+import { createEdit, linkTarget, mountPath, runJob, sessions } from './fixtures.js'
 
 onEachDatabase(t, 'open for write keeps other edits out until closed or force-closed', async (t, s) => {
   const user = s.user.token

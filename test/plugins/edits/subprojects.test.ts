@@ -1,8 +1,8 @@
 import { realpath } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
-import { createEdit, createProject, exists, grant, linkTarget, mountPath, runJob, sessions } from './fixtures.js'
+import { assertProblem, onEachDatabase, createProject, grant } from '../../../core/testing/index.js'
+import { createEdit, exists, linkTarget, mountPath, runJob, sessions } from './fixtures.js'
 
 const parentOf = async (s: any, id: number) => (await s.runtime.db.knex('projects').where({ id }).first()).parent_id
 

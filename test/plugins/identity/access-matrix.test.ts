@@ -1,5 +1,5 @@
 import t from 'tap'
-import { assertProblem, onEachDatabase, type Reply, type TestServer, type TestUser } from '../../helpers/index.js'
+import { assertProblem, onEachDatabase, type Reply, type TestServer, type TestUser } from '../../../core/testing/index.js'
 import { widgetsPlugin } from '../../fixtures/widgets-plugin.js'
 
 type Tap = typeof t

@@ -4,7 +4,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { deflateSync } from 'node:zlib'
 import { readdir, readFile } from 'node:fs/promises'
 import path from 'node:path'
-import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
+import { assertProblem, onEachDatabase, type TestServer } from '../../../core/testing/index.js'
 import type { LoginThrottle } from '../../../core/auth/throttle.js'
 
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/

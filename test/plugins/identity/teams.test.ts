@@ -1,5 +1,5 @@
 import t from 'tap'
-import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
+import { assertProblem, onEachDatabase, type TestServer } from '../../../core/testing/index.js'
 import type { AccessRightService } from '../../../plugins/identity/access-rights.js'
 
 type Tap = typeof t

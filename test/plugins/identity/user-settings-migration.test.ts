@@ -6,7 +6,7 @@ import { openDatabase } from '../../../core/db/orm.js'
 import { migrate } from '../../../core/db/migrator.js'
 import { coreMigrations } from '../../../core/system/migrations.js'
 import { migrations as identityMigrations } from '../../../plugins/identity/migrations.js'
-import { databaseKinds, scratchDatabase } from '../../helpers/index.js'
+import { databaseKinds, scratchDatabase } from '../../../core/testing/index.js'
 
 /**
  * 0002-user-settings-user-not-null rebuilds `user_settings` on SQLite, where 0001 declared the

@@ -1,6 +1,5 @@
 import t from 'tap'
-import { parseMail, startMailCatcher } from '../../helpers/mail.js'
-import { assertProblem, onEachDatabase, startTestServer, databaseKinds, type TestServer } from '../../helpers/index.js'
+import { parseMail, startMailCatcher, assertProblem, onEachDatabase, startTestServer, databaseKinds, type TestServer } from '../../../core/testing/index.js'
 
 // invitations must not find a developer's SMTP settings in the environment
 for (const name of ['MAMKIT_SMTP_HOST', 'MAMKIT_SMTP_PORT', 'MAMKIT_SMTP_SECURE', 'MAMKIT_SMTP_FROM', 'MAMKIT_PUBLIC_URL']) delete process.env[name]

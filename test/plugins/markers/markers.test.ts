@@ -5,9 +5,9 @@ import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { promisify } from 'node:util'
 import ExcelJS from 'exceljs'
-import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
-import { makeVideo, upload, waitForAsset, waitForJobEnd, idsByName } from '../../helpers/media.js'
-import { createProject, readerAndStranger, row } from '../projects/fixtures.js'
+import { assertProblem, onEachDatabase, upload, waitForAsset, waitForJob, idsByName, createProject, readerAndStranger, type TestServer } from '../../../core/testing/index.js'
+import { makeVideo } from '../../helpers/media.js'
+import { row } from '../projects/fixtures.js'
 
 const run = promisify(execFile)
 const has = (tool: string) => run(tool, ['-v']).then(() => true, (err) => err.code !== 'ENOENT')
@@ -168,7 +168,7 @@ onEachDatabase(t, 'markers: bulk_update of editing-suite GUIDs, username guess, 
   await s.request('POST', url, { token: s.user.token, json: { marker_description: { parent_id: ids[1], text: 'a reply' } } })
   const queued = await push({ 'X-APP-EDIT': 'suite-1' })
   t.equal(queued.status, 202)
-  const job = await waitForJobEnd(s, s.user.token, queued.body.job.id, '/asset_status')
+  const job = await waitForJob(s, s.user.token, queued.body.job.id, { route: '/asset_status' })
   t.equal(job.state, 'finished')
   const stored = await row(s, 'jobs', { id: queued.body.job.id })
   t.ok(stored.edit_id, 'the job belongs to the edit')
@@ -238,7 +238,7 @@ onEachDatabase(t, 'markers: editing-suite downloads, imports, XLSX and annotatio
   assertProblem(t, await s.request('PUT', '/assets/annotations_to_pdf', { token: reader.token, json: { asset_ids: [] } }), 422, ['asset_ids'])
   const pdfJob = await s.request('PUT', '/assets/annotations_to_pdf', { token: reader.token, json: { asset_ids: [clipId, ntscId] } })
   t.equal(pdfJob.status, 202)
-  const ended = await waitForJobEnd(s, reader.token, pdfJob.body.job.id)
+  const ended = await waitForJob(s, reader.token, pdfJob.body.job.id)
   t.equal(ended.state, 'finished', ended.error ?? '')
   assertProblem(t, await s.request('GET', `/assets/annotations_to_pdf/${pdfJob.body.job.id}`, { token: stranger.token }), 404)
   const pdf = await s.request('GET', `/assets/annotations_to_pdf/${pdfJob.body.job.id}`, { token: reader.token })

@@ -1,20 +1,8 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { assertProblem, onEachDatabase, type TestServer, type TestUser } from '../../helpers/index.js'
-import { startMailCatcher, parseMail } from '../../helpers/mail.js'
-import { createProject, readerAndStranger } from '../projects/fixtures.js'
+import { assertProblem, onEachDatabase, startMailCatcher, parseMail, createProject, readerAndStranger, waitFor, type TestServer, type TestUser } from '../../../core/testing/index.js'
 import { notificationServices } from '../../../plugins/notifications/index.js'
 import { FANOUT_JOB } from '../../../core/outbox.js'
-
-async function waitFor<T>(what: string, check: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
-  const until = Date.now() + timeoutMs
-  for (;;) {
-    const v = await check()
-    if (v) return v
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`)
-    await sleep(30)
-  }
-}
 
 /** the outbox is empty and no fan-out or email job is pending */
 async function settled(s: TestServer) {

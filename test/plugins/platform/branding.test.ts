@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { readdir } from 'node:fs/promises'
 import path from 'node:path'
 import sharp from 'sharp'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
+import { assertProblem, onEachDatabase } from '../../../core/testing/index.js'
 
 const png = (width: number, height: number, color = '#ff0000') => sharp({ create: { width, height, channels: 4, background: color } }).png().toBuffer()
 const form = (field: string, data: Buffer, name = 'image.png') => {

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { generateKeyPairSync, sign } from 'node:crypto'
-import { assertProblem, onEachDatabase, startTestServer } from '../../helpers/index.js'
+import { assertProblem, onEachDatabase, startTestServer } from '../../../core/testing/index.js'
 import { definePlugin } from '../../../core/plugin/contract.js'
 import { canonicalJson, machineIdOf } from '../../../plugins/platform/index.js'
 

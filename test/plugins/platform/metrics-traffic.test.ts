@@ -1,9 +1,8 @@
 import t from 'tap'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
+import { assertProblem, onEachDatabase, waitForJob } from '../../../core/testing/index.js'
 import { projectWithFiles } from '../assets/fixtures.js'
-import { waitForJob } from '../projects/fixtures.js'
 
 onEachDatabase(t, 'metrics: Prometheus text, by route pattern; access by loopback, token or administrator, as the settings say', async (t, s) => {
   await s.request('GET', '/status_flags/12345', { token: s.user.token })

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { rm } from 'node:fs/promises'
 import { Validator } from '@seriousme/openapi-schema-validator'
-import { onEachDatabase, assertProblem } from '../../helpers/index.js'
+import { onEachDatabase, assertProblem } from '../../../core/testing/index.js'
 
 onEachDatabase(t, 'healthz and readyz answer without credentials and without secrets', async (t, s) => {
   const live = await s.request('GET', '/healthz')

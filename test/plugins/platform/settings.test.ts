@@ -1,5 +1,5 @@
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
+import { assertProblem, onEachDatabase } from '../../../core/testing/index.js'
 
 const auditRows = async (s: any) =>
   (await s.runtime.db.knex('platform_setting_changes').orderBy('id').select('plugin', 'setting', 'old_value', 'new_value', 'user_id', 'username')).map((r: any) => ({

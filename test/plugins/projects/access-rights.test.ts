@@ -1,6 +1,5 @@
 import t from 'tap'
-import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
-import { createProject, readerAndStranger, teamWith } from './fixtures.js'
+import { assertProblem, onEachDatabase, createProject, readerAndStranger, teamWith, type TestServer } from '../../../core/testing/index.js'
 
 const rightsOf = async (s: TestServer, projectId: number) =>
   (await s.runtime.db.knex('access_rights').where({ object_type: 'project', object_id: projectId }).orderBy('team_id').select('team_id', 'read', 'write')).map((r: any) => [

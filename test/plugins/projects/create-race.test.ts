@@ -1,7 +1,7 @@
 import { readdir, readFile } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
+import { assertProblem, onEachDatabase } from '../../../core/testing/index.js'
 import { exists, listTree, makeTemplate, row } from './fixtures.js'
 
 /** concurrent POST /projects with one name: one wins, the others change nothing of it (issue 18 item 4) */

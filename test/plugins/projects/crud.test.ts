@@ -3,8 +3,8 @@ import { mkdir, readdir } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
-import { createProject, exists, grant, listTree, makeTemplate, readerAndStranger, row, teamWith, waitForJob } from './fixtures.js'
+import { assertProblem, onEachDatabase, createProject, grant, readerAndStranger, teamWith, waitForJob } from '../../../core/testing/index.js'
+import { exists, listTree, makeTemplate, row } from './fixtures.js'
 
 const media = mkdtempSync(path.join(tmpdir(), 'mamkit-media-'))
 t.teardown(() => rmSync(media, { recursive: true, force: true }))

@@ -1,7 +1,7 @@
 import path from 'node:path'
 import t from 'tap'
-import { onEachDatabase } from '../../helpers/index.js'
-import { createProject, grant, makeTemplate, readerAndStranger, teamWith } from './fixtures.js'
+import { onEachDatabase, createProject, grant, readerAndStranger, teamWith } from '../../../core/testing/index.js'
+import { makeTemplate } from './fixtures.js'
 import { createEdit, runJob } from '../edits/fixtures.js'
 
 /**

@@ -1,8 +1,11 @@
 import { lstat, mkdir, readdir, writeFile } from 'node:fs/promises'
 import path from 'node:path'
-import type { TestServer, TestUser } from '../../helpers/index.js'
+import type { TestServer } from '../../../core/testing/index.js'
 
-/** Shared setup for the projects tests: templates with files, teams with rights, trees on disk, jobs. */
+/** Shared setup for the projects tests: templates with files, trees on disk, rows. */
+
+// moved to core/testing (mamkit/testing); re-exported for tests that import them from here
+export { createProject, teamWith, grant, readerAndStranger, waitForJob } from '../../../core/testing/index.js'
 
 export type TreeSpec = Record<string, string | Buffer | null>
 
@@ -53,51 +56,6 @@ export async function makeTemplate(s: TestServer, spec: TemplateSpec): Promise<{
   const t = reply.body.template
   await writeTree(t.directory, spec.files ?? {})
   return { id: t.id, name: t.name, directory: t.directory }
-}
-
-export async function createProject(s: TestServer, user: TestUser, fields: Record<string, unknown>) {
-  const reply = await s.request('POST', '/projects', { token: user.token, json: fields })
-  if (reply.status !== 201) throw new Error(`project: ${reply.status} ${reply.text}`)
-  // the absolute path is shown to administrators only
-  const { path } = (await s.request('GET', `/projects/${reply.body.project.id}`, { token: s.admin.token })).body.project
-  return { ...reply.body.project, path } as { id: number; name: string; path: string; storage: string; [k: string]: any }
-}
-
-/** a shared team with `user` as member */
-export async function teamWith(s: TestServer, name: string, ...users: TestUser[]): Promise<number> {
-  const reply = await s.request('POST', '/teams', { token: s.admin.token, json: { team: { name } } })
-  if (reply.status !== 201) throw new Error(`team: ${reply.status} ${reply.text}`)
-  const id = reply.body.teams.id as number
-  for (const u of users) {
-    const added = await s.request('POST', `/teams/${id}/users/${u.id}`, { token: s.admin.token })
-    if (added.status !== 200) throw new Error(`member: ${added.status} ${added.text}`)
-  }
-  return id
-}
-
-export async function grant(s: TestServer, projectId: number, teamId: number, rights: { read?: boolean; write?: boolean }) {
-  const reply = await s.request('PUT', `/projects/${projectId}/teams`, { token: s.admin.token, json: { team_id: teamId, ...rights } })
-  if (reply.status !== 200) throw new Error(`grant: ${reply.status} ${reply.text}`)
-}
-
-/** a user who can read (not write) `projectId`, and one who has no right on it */
-export async function readerAndStranger(s: TestServer, projectId: number) {
-  const reader = await s.createUser('reader')
-  const stranger = await s.createUser('stranger')
-  const team = await teamWith(s, 'readers', reader)
-  await grant(s, projectId, team, { read: true })
-  return { reader, stranger, readersTeam: team }
-}
-
-/** polls GET /status/:id until the job has ended */
-export async function waitForJob(s: TestServer, token: string, id: number, timeoutMs = 20_000) {
-  const until = Date.now() + timeoutMs
-  for (;;) {
-    const reply = await s.request('GET', `/status/${id}`, { token })
-    if (['finished', 'failed', 'cancelled'].includes(reply.body?.job?.state)) return reply.body.job
-    if (Date.now() > until) throw new Error(`job ${id} still ${reply.body?.job?.state}`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
 }
 
 /** one row of a table, read with the server's own query builder */

@@ -2,8 +2,8 @@ import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
-import { createProject, exists, listTree, readerAndStranger, writeTree } from './fixtures.js'
+import { assertProblem, onEachDatabase, createProject, readerAndStranger, type TestServer } from '../../../core/testing/index.js'
+import { exists, listTree, writeTree } from './fixtures.js'
 
 /** a project with a tree, a directory outside every storage, and a symlink inside the project leading there */
 async function setup(s: TestServer, t: any) {

@@ -1,7 +1,7 @@
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
-import { createProject, exists, grant, listTree, makeTemplate, readerAndStranger, row, teamWith, writeTree } from './fixtures.js'
+import { assertProblem, onEachDatabase, createProject, grant, readerAndStranger, teamWith } from '../../../core/testing/index.js'
+import { exists, listTree, makeTemplate, row, writeTree } from './fixtures.js'
 
 onEachDatabase(t, 'a frozen project refuses every write with 423 and keeps answering reads', async (t, s) => {
   const tpl = await makeTemplate(s, { name: 'Extra', files: { 'Extra/': null } })

@@ -1,9 +1,8 @@
 import { mkdir, readdir, symlink } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
-import { upload } from '../../helpers/media.js'
-import { createProject, exists, listTree, row, writeTree } from './fixtures.js'
+import { assertProblem, onEachDatabase, upload, createProject } from '../../../core/testing/index.js'
+import { exists, listTree, row, writeTree } from './fixtures.js'
 
 /**
  * Issue 18 items 8, 15 and 24: broken symlinks inside a project are refused with 403 (pointing

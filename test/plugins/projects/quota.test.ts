@@ -1,8 +1,8 @@
 import { writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
-import { createProject, grant, listTree, makeTemplate, readerAndStranger, row, teamWith, waitForJob } from './fixtures.js'
+import { assertProblem, onEachDatabase, createProject, grant, readerAndStranger, teamWith, waitForJob } from '../../../core/testing/index.js'
+import { listTree, makeTemplate, row } from './fixtures.js'
 
 const spaceUsed = async (s: any, teamId: number) => Number((await row(s, 'teams', { id: teamId })).space_used)
 

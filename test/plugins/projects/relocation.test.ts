@@ -1,10 +1,9 @@
 import { lstat, mkdir, readFile, rename } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
-import { upload } from '../../helpers/media.js'
+import { assertProblem, onEachDatabase, upload, createProject, type TestServer } from '../../../core/testing/index.js'
 import type { StorageJournal } from '../../../core/storage/journal.js'
-import { createProject, exists, listTree, row } from './fixtures.js'
+import { exists, listTree, row } from './fixtures.js'
 
 /** renaming a project and moving it into the trash move its folder with its row, also beside other requests and across a crash */
 

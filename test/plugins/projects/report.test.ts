@@ -1,7 +1,7 @@
 import ExcelJS from 'exceljs'
 import t from 'tap'
-import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
-import { createProject, makeTemplate, readerAndStranger } from './fixtures.js'
+import { assertProblem, onEachDatabase, createProject, readerAndStranger, type TestServer } from '../../../core/testing/index.js'
+import { makeTemplate } from './fixtures.js'
 
 const HEADERS = [
   'ID', 'Name', 'Alternative name', 'Storage', 'Path', 'Template', 'Library', 'Frozen', 'Frozen by',

@@ -2,8 +2,8 @@ import { readFile, symlink, writeFile } from 'node:fs/promises'
 import { gunzipSync, gzipSync } from 'node:zlib'
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase } from '../../helpers/index.js'
-import { createProject, exists, listTree, makeTemplate, readerAndStranger, row } from './fixtures.js'
+import { assertProblem, onEachDatabase, createProject, readerAndStranger } from '../../../core/testing/index.js'
+import { exists, listTree, makeTemplate, row } from './fixtures.js'
 
 const pad = (n: number) => String(n).padStart(2, '0')
 const day = (d: Date) => `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
-import { createProject, readerAndStranger, row, waitForJob } from '../projects/fixtures.js'
+import { assertProblem, onEachDatabase, createProject, readerAndStranger, waitForJob, type TestServer } from '../../../core/testing/index.js'
+import { row } from '../projects/fixtures.js'
 import type { StatusFlagService } from '../../../plugins/status-flags/index.js'
 
 const flagRows = async (s: TestServer) => (await s.runtime.db.knex('status_flags').orderBy('id').select('name', 'color', 'scope_project_id', 'position')).map((r: any) => ({ ...r, scope_project_id: r.scope_project_id === null ? null : Number(r.scope_project_id), position: Number(r.position) }))

@@ -2,7 +2,7 @@ import t from 'tap'
 import qs from 'qs'
 import path from 'node:path'
 import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
-import { assertProblem, onEachDatabase, type Reply, type TestServer } from '../../helpers/index.js'
+import { assertProblem, onEachDatabase, type Reply, type TestServer } from '../../../core/testing/index.js'
 import { createApiKey, createUser } from '../../../core/auth/accounts.js'
 import { TEMPLATE_TYPES } from '../../../plugins/templates/types.js'
 

@@ -1,18 +1,7 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
+import { assertProblem, onEachDatabase, createProject, waitFor, type TestServer } from '../../../core/testing/index.js'
 import { startReceiver } from '../../helpers/webhook-receiver.js'
-import { createProject } from '../projects/fixtures.js'
-
-async function waitFor<T>(what: string, check: () => Promise<T | undefined | null | false>, timeoutMs = 30_000): Promise<T> {
-  const until = Date.now() + timeoutMs
-  for (;;) {
-    const v = await check()
-    if (v) return v
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`)
-    await sleep(30)
-  }
-}
 
 const count = async (s: TestServer, table: string) => Number((await s.runtime.db.knex(table).count({ n: '*' }))[0].n)
 

@@ -5,11 +5,13 @@ import path from 'node:path'
 import { randomBytes } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
 import pg from 'pg'
-import { MamRuntime, type RuntimeOptions } from '../../core/runtime.js'
-import type { MamConfigInput } from '../../core/config.js'
-import type { PluginDefinition } from '../../core/plugin/contract.js'
-import { createApiKey, createUser } from '../../core/auth/accounts.js'
-import type { EntityManager } from '../../core/db/orm.js'
+import type t from 'tap'
+import { MamRuntime, type RuntimeOptions } from '../runtime.js'
+import type { MamConfigInput } from '../config.js'
+import type { PluginDefinition } from '../plugin/contract.js'
+import { createApiKey, createUser } from '../auth/accounts.js'
+import type { EntityManager } from '../db/orm.js'
+import { coreServices } from '../plugin/services.js'
 import { builtinPlugins } from '../../plugins/index.js'
 
 export type DbKind = 'sqlite' | 'postgresql'
@@ -20,9 +22,9 @@ export function databaseKinds(): DbKind[] {
 }
 
 /** A scratch database: a file in the data dir for SQLite, a fresh database on the PostgreSQL server. */
-export async function scratchDatabase(kind: DbKind): Promise<{ databaseUrl?: string; drop(): Promise<void> }> {
+export async function scratchDatabase(kind: DbKind, adminUrl = process.env.MAMKIT_TEST_DATABASE_URL): Promise<{ databaseUrl?: string; drop(): Promise<void> }> {
   if (kind === 'sqlite') return { databaseUrl: undefined, drop: async () => {} }
-  const admin = process.env.MAMKIT_TEST_DATABASE_URL!
+  const admin = adminUrl!
   const name = `mamkit_t_${randomBytes(6).toString('hex')}`
   const client = new pg.Client({ connectionString: admin })
   await client.connect()
@@ -85,7 +87,9 @@ export interface TestServer {
 
 export interface TestServerOptions {
   db?: DbKind
+  /** the plugins to load (default: the built-in ones) */
   plugins?: PluginDefinition[]
+  /** loaded beside `plugins`: the plugin under test */
   extraPlugins?: PluginDefinition[]
   config?: MamConfigInput
   runJobs?: boolean
@@ -132,7 +136,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
   const url = `${base}/api/v1`
-  const em = () => runtime.container.resolve<EntityManager>('em').fork()
+  const em = () => runtime.container.resolve<EntityManager>(coreServices.em.id).fork()
 
   const createTestUser = async (username: string, opts: { admin?: boolean; password?: string } = {}): Promise<TestUser> => {
     const password = opts.password ?? `pw-${username}-123`
@@ -167,4 +171,58 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       if (!options.dataDir) await rm(dataDir, { recursive: true, force: true })
     },
   }
+}
+
+type Tap = typeof t
+/** the assertions a top-level test and its subtests share */
+export type Asserts = Pick<Tap, 'equal' | 'match' | 'type' | 'same' | 'ok'>
+
+/**
+ * Runs `fn` once per database (SQLite, and PostgreSQL when MAMKIT_TEST_DATABASE_URL is set), each
+ * against its own server, data dir and database, closed when the subtest ends.
+ */
+export function onEachDatabase(tap: Tap, name: string, fn: (t: Tap, server: TestServer) => Promise<void>, options: Omit<TestServerOptions, 'db'> = {}) {
+  for (const db of databaseKinds()) {
+    tap.test(`${name} [${db}]`, async (sub) => {
+      const server = await startTestServer({ ...options, db })
+      sub.teardown(() => server.close())
+      await fn(sub as unknown as Tap, server)
+    })
+  }
+}
+
+/** asserts an RFC 9457 problem body with the given status, and, when given, the offending parameters */
+export function assertProblem(tap: Asserts, reply: { status: number; headers: Headers; body: any }, status: number, params?: string[]) {
+  tap.equal(reply.status, status, `status ${status}`)
+  tap.match(reply.headers.get('content-type') ?? '', /application\/problem\+json/, 'problem content type')
+  tap.equal(reply.body?.status, status, 'problem status')
+  tap.type(reply.body?.detail, 'string', 'problem detail')
+  tap.type(reply.body?.request_id, 'string', 'problem request id')
+  if (params) tap.same((reply.body.errors ?? []).map((e: { param: string }) => e.param).sort(), [...params].sort(), `offending parameters: ${params.join(', ')}`)
+}
+
+/**
+ * A request with a JSON body on any method. fetch refuses bodies on GET, but clients send them
+ * (GET /assets/by_path with the path as a JSON string, GET /assets/links with `asset_ids`).
+ */
+export function requestWithBody(s: TestServer, method: string, pathname: string, options: { token?: string; json: unknown }): Promise<Reply> {
+  const body = Buffer.from(JSON.stringify(options.json))
+  const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': body.length }
+  if (options.token) headers.authorization = `Bearer ${options.token}`
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${s.url}${pathname}`, { method, headers }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (c: Buffer) => chunks.push(c))
+      res.on('error', reject)
+      res.on('end', () => {
+        const buffer = Buffer.concat(chunks)
+        const text = buffer.toString('utf8')
+        const h = new Headers()
+        for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) h.set(k, Array.isArray(v) ? v.join(', ') : v)
+        resolve({ status: res.statusCode!, headers: h, body: /json/.test(h.get('content-type') ?? '') ? JSON.parse(text) : undefined, text, buffer })
+      })
+    })
+    req.on('error', reject)
+    req.end(body)
+  })
 }

@@ -1,9 +1,26 @@
 import type { AddressInfo } from 'node:net'
-import { SMTPServer } from 'smtp-server'
 
-/** A real local SMTP server (smtp-server) that keeps what it receives and refuses mailboxes named nobody@. */
-export async function startMailCatcher() {
-  const messages: Array<{ from: string; to: string[]; raw: string }> = []
+export interface CaughtMail {
+  from: string
+  to: string[]
+  raw: string
+}
+
+export interface MailCatcher {
+  /** point the server's SMTP settings here (host 127.0.0.1, no TLS) */
+  port: number
+  /** every message received, in order */
+  messages: CaughtMail[]
+  close(): Promise<void>
+}
+
+/**
+ * A real local SMTP server (smtp-server, a development dependency: loaded only when a test asks for
+ * it) that keeps what it receives and refuses mailboxes named nobody@.
+ */
+export async function startMailCatcher(): Promise<MailCatcher> {
+  const { SMTPServer } = await import('smtp-server')
+  const messages: CaughtMail[] = []
   const server = new SMTPServer({
     authOptional: true,
     disabledCommands: ['STARTTLS'],

@@ -1,0 +1,190 @@
+import { type Knex, type Migration } from '../../core/index.js'
+/**
+ * The search index: one document per asset and per project, kept up to date by triggers in the
+ * transaction that changes the row (an asset renamed, analysed or moved, a project renamed, a custom
+ * value set or cleared), whichever plugin writes it. PostgreSQL: a weighted `tsvector` with a GIN
+ * index; SQLite: an FTS5 table whose rowid is the document's id. Words are lower case and split at
+ * every character that is not a letter or digit, the same on both (`interview_01.mov` → interview 01 mov).
+ * Which technical properties are indexed is the table `search_properties` (the plugin's setting).
+ */
+
+// ---- PostgreSQL -------------------------------------------------------------------------------
+
+const PG = [
+  `CREATE TABLE search_properties (name varchar(100) PRIMARY KEY)`,
+  `CREATE TABLE search_documents (
+     id serial PRIMARY KEY,
+     kind varchar(10) NOT NULL,
+     object_id integer NOT NULL,
+     project_id integer NOT NULL,
+     asset_type varchar(10),
+     folder text,
+     created_at timestamptz NOT NULL,
+     tsv tsvector NOT NULL,
+     UNIQUE (kind, object_id))`,
+  `CREATE INDEX search_documents_tsv ON search_documents USING gin (tsv)`,
+  `CREATE INDEX search_documents_project ON search_documents (project_id, kind, object_id)`,
+  `CREATE FUNCTION mamkit_words(t text) RETURNS text IMMUTABLE LANGUAGE sql AS $$ SELECT regexp_replace(lower(coalesce(t, '')), '[^[:alnum:]]+', ' ', 'g') $$`,
+  `CREATE FUNCTION mamkit_search_assets(ids integer[]) RETURNS void LANGUAGE plpgsql AS $$
+   BEGIN
+     DELETE FROM search_documents WHERE kind = 'asset' AND object_id = ANY(ids);
+     INSERT INTO search_documents (kind, object_id, project_id, asset_type, folder, created_at, tsv)
+     SELECT 'asset', a.id, a.project_id, a.type, a.folder, a.created_at,
+       setweight(to_tsvector('simple', mamkit_words(a.name || ' ' || a.path)), 'A')
+       || setweight(to_tsvector('simple', mamkit_words((SELECT string_agg(f.name || ' ' || v.text_value, ' ') FROM custom_metadata_values v JOIN custom_metadata_fields f ON f.id = v.custom_metadata_field_id WHERE v.owner_type = 'asset' AND v.owner_id = a.id))), 'B')
+       || setweight(to_tsvector('simple', mamkit_words((SELECT string_agg(j.key || ' ' || j.value, ' ') FROM json_each_text(a.metadata) j WHERE j.key IN (SELECT name FROM search_properties)))), 'C')
+     FROM assets a WHERE a.id = ANY(ids);
+   END $$`,
+  `CREATE FUNCTION mamkit_search_projects(ids integer[]) RETURNS void LANGUAGE plpgsql AS $$
+   BEGIN
+     DELETE FROM search_documents WHERE kind = 'project' AND object_id = ANY(ids);
+     INSERT INTO search_documents (kind, object_id, project_id, asset_type, folder, created_at, tsv)
+     SELECT 'project', p.id, p.id, NULL, NULL, p.created_at,
+       setweight(to_tsvector('simple', mamkit_words(p.name)), 'A')
+       || setweight(to_tsvector('simple', mamkit_words((SELECT string_agg(f.name || ' ' || v.text_value, ' ') FROM custom_metadata_values v JOIN custom_metadata_fields f ON f.id = v.custom_metadata_field_id WHERE v.owner_type = 'project' AND v.owner_id = p.id))), 'B')
+       || setweight(to_tsvector('simple', mamkit_words(coalesce(p.alternative_name, '') || ' ' || coalesce(p.description, ''))), 'C')
+     FROM projects p WHERE p.id = ANY(ids);
+   END $$`,
+  `CREATE FUNCTION mamkit_search_asset_row() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     IF TG_OP = 'DELETE' THEN DELETE FROM search_documents WHERE kind = 'asset' AND object_id = OLD.id; RETURN NULL; END IF;
+     PERFORM mamkit_search_assets(ARRAY[NEW.id]); RETURN NULL;
+   END $$`,
+  `CREATE TRIGGER search_assets_insert AFTER INSERT ON assets FOR EACH ROW EXECUTE FUNCTION mamkit_search_asset_row()`,
+  `CREATE TRIGGER search_assets_update AFTER UPDATE ON assets FOR EACH ROW
+     WHEN (OLD.name IS DISTINCT FROM NEW.name OR OLD.path IS DISTINCT FROM NEW.path OR OLD.type IS DISTINCT FROM NEW.type
+       OR OLD.project_id IS DISTINCT FROM NEW.project_id OR OLD.metadata::text IS DISTINCT FROM NEW.metadata::text)
+     EXECUTE FUNCTION mamkit_search_asset_row()`,
+  `CREATE TRIGGER search_assets_delete AFTER DELETE ON assets FOR EACH ROW EXECUTE FUNCTION mamkit_search_asset_row()`,
+  `CREATE FUNCTION mamkit_search_project_row() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     IF TG_OP = 'DELETE' THEN DELETE FROM search_documents WHERE kind = 'project' AND object_id = OLD.id; RETURN NULL; END IF;
+     PERFORM mamkit_search_projects(ARRAY[NEW.id]); RETURN NULL;
+   END $$`,
+  `CREATE TRIGGER search_projects_insert AFTER INSERT ON projects FOR EACH ROW EXECUTE FUNCTION mamkit_search_project_row()`,
+  `CREATE TRIGGER search_projects_update AFTER UPDATE ON projects FOR EACH ROW
+     WHEN (OLD.name IS DISTINCT FROM NEW.name OR OLD.description IS DISTINCT FROM NEW.description OR OLD.alternative_name IS DISTINCT FROM NEW.alternative_name)
+     EXECUTE FUNCTION mamkit_search_project_row()`,
+  `CREATE TRIGGER search_projects_delete AFTER DELETE ON projects FOR EACH ROW EXECUTE FUNCTION mamkit_search_project_row()`,
+  // values change in bulk (10,000 assets in one statement): one refresh per statement over the owners it touched
+  `CREATE FUNCTION mamkit_search_values() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     PERFORM mamkit_search_assets(ARRAY(SELECT DISTINCT owner_id FROM changed_values WHERE owner_type = 'asset'));
+     PERFORM mamkit_search_projects(ARRAY(SELECT DISTINCT owner_id FROM changed_values WHERE owner_type = 'project'));
+     RETURN NULL;
+   END $$`,
+  `CREATE FUNCTION mamkit_search_field_renamed() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     PERFORM mamkit_search_assets(ARRAY(SELECT owner_id FROM custom_metadata_values WHERE custom_metadata_field_id = NEW.id AND owner_type = 'asset'));
+     PERFORM mamkit_search_projects(ARRAY(SELECT owner_id FROM custom_metadata_values WHERE custom_metadata_field_id = NEW.id AND owner_type = 'project'));
+     RETURN NULL;
+   END $$`,
+  `CREATE TRIGGER search_fields_rename AFTER UPDATE ON custom_metadata_fields FOR EACH ROW WHEN (OLD.name IS DISTINCT FROM NEW.name) EXECUTE FUNCTION mamkit_search_field_renamed()`,
+  `CREATE TRIGGER search_values_insert AFTER INSERT ON custom_metadata_values REFERENCING NEW TABLE AS changed_values FOR EACH STATEMENT EXECUTE FUNCTION mamkit_search_values()`,
+  `CREATE TRIGGER search_values_update AFTER UPDATE ON custom_metadata_values REFERENCING NEW TABLE AS changed_values FOR EACH STATEMENT EXECUTE FUNCTION mamkit_search_values()`,
+  `CREATE TRIGGER search_values_delete AFTER DELETE ON custom_metadata_values REFERENCING OLD TABLE AS changed_values FOR EACH STATEMENT EXECUTE FUNCTION mamkit_search_values()`,
+]
+
+// ---- SQLite -----------------------------------------------------------------------------------
+
+/** the words of the assets `where` selects (`a` is the asset), written into both tables */
+const sqliteAssets = (where: string) => `
+  DELETE FROM search_fts WHERE rowid IN (SELECT d.id FROM search_documents d JOIN assets a ON a.id = d.object_id WHERE d.kind = 'asset' AND ${where});
+  INSERT INTO search_documents (kind, object_id, project_id, asset_type, folder, created_at)
+    SELECT 'asset', a.id, a.project_id, a.type, a.folder, a.created_at FROM assets a WHERE ${where}
+    ON CONFLICT (kind, object_id) DO UPDATE SET project_id = excluded.project_id, asset_type = excluded.asset_type, folder = excluded.folder;
+  INSERT INTO search_fts (rowid, name, custom, props)
+    SELECT d.id, a.name || ' ' || a.path,
+      coalesce((SELECT group_concat(f.name || ' ' || v.text_value, ' ') FROM custom_metadata_values v JOIN custom_metadata_fields f ON f.id = v.custom_metadata_field_id WHERE v.owner_type = 'asset' AND v.owner_id = a.id), ''),
+      coalesce((SELECT group_concat(j.key || ' ' || j.value, ' ') FROM json_each(a.metadata) j WHERE j.key IN (SELECT name FROM search_properties)), '')
+    FROM assets a JOIN search_documents d ON d.kind = 'asset' AND d.object_id = a.id WHERE ${where};`
+
+const sqliteProjects = (where: string) => `
+  DELETE FROM search_fts WHERE rowid IN (SELECT d.id FROM search_documents d JOIN projects p ON p.id = d.object_id WHERE d.kind = 'project' AND ${where});
+  INSERT INTO search_documents (kind, object_id, project_id, asset_type, folder, created_at)
+    SELECT 'project', p.id, p.id, NULL, NULL, p.created_at FROM projects p WHERE ${where}
+    ON CONFLICT (kind, object_id) DO NOTHING;
+  INSERT INTO search_fts (rowid, name, custom, props)
+    SELECT d.id, p.name,
+      coalesce((SELECT group_concat(f.name || ' ' || v.text_value, ' ') FROM custom_metadata_values v JOIN custom_metadata_fields f ON f.id = v.custom_metadata_field_id WHERE v.owner_type = 'project' AND v.owner_id = p.id), ''),
+      coalesce(p.alternative_name, '') || ' ' || coalesce(p.description, '')
+    FROM projects p JOIN search_documents d ON d.kind = 'project' AND d.object_id = p.id WHERE ${where};`
+
+const sqliteRemove = (kind: string, id: string) => `
+  DELETE FROM search_fts WHERE rowid IN (SELECT id FROM search_documents WHERE kind = '${kind}' AND object_id = ${id});
+  DELETE FROM search_documents WHERE kind = '${kind}' AND object_id = ${id};`
+
+const SQLITE = [
+  `CREATE TABLE search_properties (name varchar(100) PRIMARY KEY)`,
+  `CREATE TABLE search_documents (
+     id integer PRIMARY KEY AUTOINCREMENT,
+     kind varchar(10) NOT NULL,
+     object_id integer NOT NULL,
+     project_id integer NOT NULL,
+     asset_type varchar(10),
+     folder text,
+     created_at datetime NOT NULL,
+     UNIQUE (kind, object_id))`,
+  `CREATE INDEX search_documents_project ON search_documents (project_id, kind, object_id)`,
+  // columns weighted by bm25 at query time: name and path, custom values, technical properties / description
+  `CREATE VIRTUAL TABLE search_fts USING fts5(name, custom, props, tokenize = 'unicode61 remove_diacritics 0')`,
+  `CREATE TRIGGER search_assets_insert AFTER INSERT ON assets BEGIN ${sqliteAssets('a.id = NEW.id')} END`,
+  `CREATE TRIGGER search_assets_update AFTER UPDATE ON assets
+     WHEN OLD.name IS NOT NEW.name OR OLD.path IS NOT NEW.path OR OLD.type IS NOT NEW.type OR OLD.project_id IS NOT NEW.project_id OR OLD.metadata IS NOT NEW.metadata
+     BEGIN ${sqliteAssets('a.id = NEW.id')} END`,
+  `CREATE TRIGGER search_assets_delete AFTER DELETE ON assets BEGIN ${sqliteRemove('asset', 'OLD.id')} END`,
+  `CREATE TRIGGER search_projects_insert AFTER INSERT ON projects BEGIN ${sqliteProjects('p.id = NEW.id')} END`,
+  `CREATE TRIGGER search_projects_update AFTER UPDATE ON projects
+     WHEN OLD.name IS NOT NEW.name OR OLD.description IS NOT NEW.description OR OLD.alternative_name IS NOT NEW.alternative_name
+     BEGIN ${sqliteProjects('p.id = NEW.id')} END`,
+  `CREATE TRIGGER search_projects_delete AFTER DELETE ON projects BEGIN ${sqliteRemove('project', 'OLD.id')} END`,
+  `CREATE TRIGGER search_fields_rename AFTER UPDATE ON custom_metadata_fields WHEN OLD.name IS NOT NEW.name BEGIN
+     ${sqliteAssets(`a.id IN (SELECT owner_id FROM custom_metadata_values WHERE custom_metadata_field_id = NEW.id AND owner_type = 'asset')`)}
+     ${sqliteProjects(`p.id IN (SELECT owner_id FROM custom_metadata_values WHERE custom_metadata_field_id = NEW.id AND owner_type = 'project')`)}
+   END`,
+  ...(['INSERT', 'UPDATE', 'DELETE'] as const).flatMap((op) => {
+    const row = op === 'DELETE' ? 'OLD' : 'NEW'
+    return [
+      `CREATE TRIGGER search_values_${op.toLowerCase()}_asset AFTER ${op} ON custom_metadata_values WHEN ${row}.owner_type = 'asset' BEGIN ${sqliteAssets(`a.id = ${row}.owner_id`)} END`,
+      `CREATE TRIGGER search_values_${op.toLowerCase()}_project AFTER ${op} ON custom_metadata_values WHEN ${row}.owner_type = 'project' BEGIN ${sqliteProjects(`p.id = ${row}.owner_id`)} END`,
+    ]
+  }),
+]
+
+/** rebuilds the documents of every asset and project, in batches of ids (after the property list changed) */
+export async function reindex(knex: Knex, dialect: string, kinds: Array<'asset' | 'project'> = ['asset', 'project'], signal?: AbortSignal): Promise<number> {
+  let n = 0
+  for (const kind of kinds) {
+    const table = kind === 'asset' ? 'assets' : 'projects'
+    let after = 0
+    for (;;) {
+      if (signal?.aborted) return n
+      const ids = (await knex(table).where('id', '>', after).orderBy('id').limit(2000).select('id')).map((r: any) => Number(r.id))
+      if (!ids.length) break
+      const [lo, hi] = [ids[0], ids[ids.length - 1]]
+      if (dialect === 'postgresql') await knex.raw(`SELECT mamkit_search_${table}(?::integer[])`, [ids])
+      else
+        await knex.transaction(async (trx) => {
+          const sql = kind === 'asset' ? sqliteAssets(`a.id BETWEEN ${lo} AND ${hi}`) : sqliteProjects(`p.id BETWEEN ${lo} AND ${hi}`)
+          for (const statement of sql.split(';').map((s) => s.trim()).filter(Boolean)) await trx.raw(statement)
+        })
+      n += ids.length
+      after = hi
+    }
+  }
+  return n
+}
+
+export const DEFAULT_PROPERTIES = ['video_codec', 'audio_codec', 'width', 'height', 'start_timecode', 'reel_name', 'clip_name', 'camera_make', 'camera_model']
+
+export const migrations: Migration[] = [
+  {
+    name: '0001-search-index',
+    async up(knex, dialect) {
+      for (const statement of dialect === 'postgresql' ? PG : SQLITE) await knex.raw(statement)
+      await knex('search_properties').insert(DEFAULT_PROPERTIES.map((name) => ({ name })))
+      // documents for what exists already
+      await reindex(knex, dialect)
+    },
+  },
+]

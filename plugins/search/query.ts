@@ -1,0 +1,85 @@
+import { invalidParam } from '../../core/index.js'
+export const TERM_MAX = 500
+export const WORD_MAX = 100
+export const PARTS_MAX = 32
+
+/** a parsed search term: what every document must contain, what it must not, and field filters */
+export interface ParsedTerm {
+  /** words matched as prefixes (`inter` finds `interview`) */
+  words: string[]
+  /** quoted phrases, each as its words in order (matched exactly) */
+  phrases: string[][]
+  /** `-word` / `-"a phrase"`: documents containing them are left out */
+  excluded: string[][]
+  /** `field:value` / `field:"two words"`: a custom field or whitelisted property whose value starts with `value` */
+  fields: Array<{ field: string; value: string }>
+}
+
+/** lower case, split at everything that is not a letter or digit: the index's own word rule */
+export const wordsOf = (text: string): string[] => text.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter(Boolean)
+
+/**
+ * Reads `interview "red car" -draft client:acme reel:"A 001"`. Errors name `term`: too long, an
+ * unbalanced quote, a word over 100 characters, more than 32 parts, nothing to look for.
+ */
+export function parseTerm(term: string): ParsedTerm {
+  if ([...term].length > TERM_MAX) throw invalidParam('term', `is longer than ${TERM_MAX} characters`)
+  if ((term.match(/"/g) ?? []).length % 2) throw invalidParam('term', 'has an unbalanced quote (")')
+  const out: ParsedTerm = { words: [], phrases: [], excluded: [], fields: [] }
+  const re = /(-?)(?:([\p{L}\p{N}_.-]+):)?(?:"([^"]*)"|(\S+))/gu
+  let parts = 0
+  for (const m of term.matchAll(re)) {
+    const [, minus, field, quoted, bare] = m
+    const text = quoted ?? bare ?? ''
+    if (++parts > PARTS_MAX) throw invalidParam('term', `has more than ${PARTS_MAX} parts`)
+    if ([...text].length > WORD_MAX) throw invalidParam('term', `has a part longer than ${WORD_MAX} characters`)
+    if (field) {
+      if (minus) throw invalidParam('term', `cannot exclude a field (-${field}:…)`)
+      if (!text.trim()) throw invalidParam('term', `gives ${field}: no value`)
+      out.fields.push({ field, value: text.trim() })
+      continue
+    }
+    const words = wordsOf(text)
+    if (!words.length) continue
+    if (minus) out.excluded.push(words)
+    else if (quoted !== undefined || words.length > 1) out.phrases.push(words)
+    else out.words.push(words[0])
+  }
+  if (!out.words.length && !out.phrases.length && !out.fields.length) throw invalidParam('term', 'has nothing to look for (a word, a "phrase" or field:value)')
+  return out
+}
+
+// ---- PostgreSQL tsquery ------------------------------------------------------------------------
+
+const lexeme = (w: string) => `'${w.replace(/'/g, "''")}'`
+
+/** `'inter':* & 'red' <-> 'car'`: words as prefixes, phrases exact; null when there is nothing */
+export function tsquery(words: string[], phrases: string[][]): string | null {
+  const parts = [...words.map((w) => `${lexeme(w)}:*`), ...phrases.map((p) => (p.length === 1 ? lexeme(p[0]) : `(${p.map(lexeme).join(' <-> ')})`))]
+  return parts.length ? parts.join(' & ') : null
+}
+
+/** any of these phrases (for exclusion) */
+export const tsqueryAny = (phrases: string[][]): string | null => (phrases.length ? phrases.map((p) => `(${p.map(lexeme).join(' <-> ')})`).join(' | ') : null)
+
+// ---- SQLite FTS5 -------------------------------------------------------------------------------
+
+const quoteFts = (w: string) => `"${w.replace(/"/g, '""')}"`
+
+/** `"inter"* AND "red car"`: the same meaning in FTS5's syntax */
+export function ftsQuery(words: string[], phrases: string[][]): string | null {
+  const parts = [...words.map((w) => `${quoteFts(w)}*`), ...phrases.map((p) => quoteFts(p.join(' ')))]
+  return parts.length ? parts.join(' AND ') : null
+}
+
+export const ftsAny = (phrases: string[][]): string | null => (phrases.length ? phrases.map((p) => quoteFts(p.join(' '))).join(' OR ') : null)
+
+// ---- field:value, matched in the index: the field's words followed by the value's words ----------
+
+/** PostgreSQL: `('client':B <-> 'acme':*B)`, in the weight of the field's part of the document */
+export function tsqueryField(words: string[], weight: 'B' | 'C'): string {
+  return `(${words.map((w, i) => `${lexeme(w)}:${i === words.length - 1 ? '*' : ''}${weight}`).join(' <-> ')})`
+}
+
+/** FTS5: `custom : "client acme" *`, in the column of the field's part of the document */
+export const ftsField = (words: string[], col: 'custom' | 'props'): string => `${col} : ${quoteFts(words.join(' '))} *`

@@ -1,0 +1,244 @@
+import type { AccessRightService } from '../identity/index.js'
+import { ftsAny, ftsField, ftsQuery, parseTerm, tsquery, tsqueryAny, tsqueryField, wordsOf, type ParsedTerm } from './query.js'
+
+import { column, escapeLike, invalid, type Dialect, type Knex, type ParamError, type Principal } from '../../core/index.js'
+export interface SearchFilters {
+  project_id?: number
+  type?: 'video' | 'audio' | 'image' | 'other'
+  folder?: string
+  status_flag?: number
+  created_after?: string
+  created_before?: string
+}
+
+export interface SearchOptions extends SearchFilters {
+  term: string
+  per_page: number
+  page?: number
+  /** keyset cursors: results below these ids (deep pages) */
+  afterAsset?: number
+  afterProject?: number
+}
+
+export interface Match {
+  field: string
+  snippet: string
+}
+
+export interface SearchResult {
+  assets: Array<Record<string, unknown>>
+  projects: Array<Record<string, unknown>>
+  /** the cursor of the next page, when one of the lists was full */
+  next: { a?: number; p?: number } | null
+}
+
+/** a field filter resolved: a custom field (by name) or a whitelisted property, with the words the index holds for it */
+type FieldFilter = ({ kind: 'custom'; name: string } | { kind: 'property'; key: string }) & { value: string; words: string[] }
+
+const SNIPPET = 80
+
+/**
+ * One search over the index the triggers keep (migrations.ts): PostgreSQL's tsvector with a GIN
+ * index, or SQLite's FTS5. The access filter, the field filters and the keyset are part of the one
+ * SQL statement per list, so a page holds only rows the user may read and is never cut short.
+ */
+export class SearchService {
+  constructor(
+    private readonly knex: Knex,
+    private readonly dialect: Dialect,
+    private readonly rights: AccessRightService,
+    private readonly properties: () => string[],
+  ) {}
+
+  async search(principal: Principal, options: SearchOptions): Promise<SearchResult> {
+    const term = parseTerm(options.term)
+    const filters = await this.fieldFilters(term)
+    const errors: ParamError[] = []
+    const date = (param: 'created_after' | 'created_before') => {
+      const raw = options[param]
+      if (raw === undefined) return undefined
+      const ms = /^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/.test(raw) ? Date.parse(raw) : NaN
+      if (!Number.isFinite(ms)) errors.push({ param, message: 'is not a date (YYYY-MM-DD or ISO 8601)' })
+      return new Date(ms)
+    }
+    const after = date('created_after')
+    const before = date('created_before')
+    if (errors.length) throw invalid(errors)
+    // asset-only filters leave projects out
+    const assetOnly = options.type !== undefined || options.folder !== undefined || filters.some((f) => f.kind === 'property')
+    const offset = ((options.page ?? 1) - 1) * options.per_page
+    const list = (kind: 'asset' | 'project', below?: number) =>
+      this.ids(kind, principal, term, filters, { ...options, after, before }, below, offset)
+    const [assetRows, projectRows] = await Promise.all([list('asset', options.afterAsset), assetOnly ? Promise.resolve([]) : list('project', options.afterProject)])
+    const assets = await this.describeAssets(assetRows.map((r) => r.id), term, filters)
+    const projects = await this.describeProjects(projectRows.map((r) => r.id), term, filters)
+    const full = assetRows.length === options.per_page || projectRows.length === options.per_page
+    return {
+      assets: assetRows.map((r): Record<string, unknown> => ({ ...assets.get(r.id), rank: r.rank })).filter((a) => a.id !== undefined),
+      projects: projectRows.map((r): Record<string, unknown> => ({ ...projects.get(r.id), rank: r.rank })).filter((p) => p.id !== undefined),
+      next: full
+        ? {
+            a: assetRows.length === options.per_page ? assetRows[assetRows.length - 1].id : undefined,
+            p: projectRows.length === options.per_page ? projectRows[projectRows.length - 1].id : undefined,
+          }
+        : null,
+    }
+  }
+
+  /** `field:value` names a custom field (any case) or a whitelisted technical property; anything else is a 422 */
+  private async fieldFilters(term: ParsedTerm): Promise<FieldFilter[]> {
+    if (!term.fields.length) return []
+    const names = [...new Set(term.fields.map((f) => f.field.toLowerCase()))]
+    const rows = await this.knex('custom_metadata_fields').whereIn(this.knex.raw('lower(name)') as any, names).select('name')
+    const props = new Set(this.properties())
+    const errors: ParamError[] = []
+    const out: FieldFilter[] = []
+    for (const { field, value } of term.fields) {
+      const isCustom = rows.some((r: any) => String(r.name).toLowerCase() === field.toLowerCase())
+      const words = [...wordsOf(field), ...wordsOf(value)]
+      if (!wordsOf(value).length) errors.push({ param: 'term', message: `gives ${field}: a value without letters or digits` })
+      else if (isCustom) out.push({ kind: 'custom', name: field.toLowerCase(), value: value.toLowerCase(), words })
+      else if (props.has(field)) out.push({ kind: 'property', key: field, value: value.toLowerCase(), words })
+      else errors.push({ param: 'term', message: `names ${field}:, which is neither a custom metadata field nor a searchable property (${[...props].join(', ')})` })
+    }
+    if (errors.length) throw invalid(errors)
+    return out
+  }
+
+  private async ids(
+    kind: 'asset' | 'project',
+    principal: Principal,
+    term: ParsedTerm,
+    filters: FieldFilter[],
+    o: SearchFilters & { after?: Date; before?: Date; per_page: number },
+    below: number | undefined,
+    offset: number,
+  ): Promise<Array<{ id: number; rank: number }>> {
+    const k = this.knex
+    const pg = this.dialect === 'postgresql'
+    // field:value is a phrase in the field's part of the document ("client acme…"), so the index answers it too
+    const fieldParts = filters.map((f) => (pg ? tsqueryField(f.words, f.kind === 'custom' ? 'B' : 'C') : ftsField(f.words, f.kind === 'custom' ? 'custom' : 'props')))
+    const free = pg ? tsquery(term.words, term.phrases) : ftsQuery(term.words, term.phrases)
+    const positive = [free, ...fieldParts].filter(Boolean).join(pg ? ' & ' : ' AND ') || null
+    const negative = pg ? tsqueryAny(term.excluded) : ftsAny(term.excluded)
+    let q = k('search_documents as d').join('projects as p', 'p.id', 'd.project_id').where('d.kind', kind).where('p.deleted', false)
+    let rank: Knex.Raw = k.raw('0')
+    if (positive) {
+      if (pg) {
+        q = q.whereRaw(`d.tsv @@ to_tsquery('simple', ?)`, [positive])
+        rank = k.raw(`ts_rank(d.tsv, to_tsquery('simple', ?))`, [positive])
+      } else {
+        q = q.join('search_fts as f', 'f.rowid', 'd.id').whereRaw('search_fts MATCH ?', [positive])
+        rank = k.raw('-bm25(search_fts, 10.0, 5.0, 1.0)')
+      }
+    }
+    if (negative) {
+      if (pg) q = q.whereRaw(`NOT d.tsv @@ to_tsquery('simple', ?)`, [negative])
+      else q = q.whereNotIn('d.id', k('search_fts').whereRaw('search_fts MATCH ?', [negative]).select('rowid'))
+    }
+    if (o.project_id !== undefined) q = q.where('d.project_id', o.project_id)
+    if (kind === 'asset' && o.type !== undefined) q = q.where('d.asset_type', o.type)
+    if (kind === 'asset' && o.folder !== undefined) {
+      const folder = o.folder.replace(/^\/+|\/+$/g, '')
+      if (folder) q = q.where((w) => w.where('d.folder', folder).orWhereRaw(`d.folder like ? escape '\\'`, [`${escapeLike(folder)}/%`]))
+    }
+    if (o.status_flag !== undefined) q = q.whereExists(k('project_status_flags as sf').whereRaw('sf.project_id = d.project_id').where('sf.status_flag_id', o.status_flag).select(k.raw('1')))
+    if (o.after) q = q.where('d.created_at', '>=', o.after)
+    if (o.before) q = q.where('d.created_at', '<', o.before)
+    // the access filter is part of the statement: the limit counts only readable rows
+    q = this.rights.scope(q, principal, 'project', 'd.project_id')
+    if (below !== undefined) q = q.where('d.object_id', '<', below)
+    else if (offset) q = q.offset(offset)
+    const rows = await q.orderBy('d.object_id', 'desc').limit(o.per_page).select('d.object_id', k.raw('? as rank', [rank]) as any)
+    return rows.map((r: any) => ({ id: Number(r.object_id), rank: Math.round(Number(r.rank) * 1000) / 1000 }))
+  }
+
+  private async valuesOf(kind: 'asset' | 'project', ids: number[]): Promise<Map<number, Array<{ field: string; text: string }>>> {
+    const out = new Map<number, Array<{ field: string; text: string }>>()
+    if (!ids.length) return out
+    const rows = await this.knex('custom_metadata_values as v')
+      .join('custom_metadata_fields as f', 'f.id', 'v.custom_metadata_field_id')
+      .where('v.owner_type', kind)
+      .whereIn('v.owner_id', ids)
+      .select('v.owner_id', 'f.name', 'v.text_value')
+    for (const r of rows) out.set(Number(r.owner_id), [...(out.get(Number(r.owner_id)) ?? []), { field: r.name, text: r.text_value }])
+    return out
+  }
+
+  private async describeAssets(ids: number[], term: ParsedTerm, filters: FieldFilter[]): Promise<Map<number, Record<string, unknown>>> {
+    const out = new Map<number, Record<string, unknown>>()
+    if (!ids.length) return out
+    const rows = await this.knex('assets as a').join('projects as p', 'p.id', 'a.project_id').whereIn('a.id', ids).select('a.id', 'a.name', 'a.path', 'a.folder', 'a.type', 'a.project_id', 'a.metadata', 'a.created_at', 'p.name as project_name')
+    const values = await this.valuesOf('asset', ids)
+    const props = this.properties()
+    for (const r of rows) {
+      const meta = column.json<Record<string, unknown>>(r.metadata, {})
+      const sources = [
+        { field: 'name', text: r.name as string },
+        { field: 'path', text: r.path as string },
+        ...(values.get(Number(r.id)) ?? []).map((v) => ({ field: `custom:${v.field}`, text: v.text })),
+        ...props.filter((p) => meta[p] !== undefined && meta[p] !== null).map((p) => ({ field: `property:${p}`, text: String(meta[p]) })),
+      ]
+      out.set(Number(r.id), {
+        id: Number(r.id),
+        name: r.name,
+        path: r.path,
+        folder: r.folder,
+        type: r.type,
+        project_id: Number(r.project_id),
+        project_name: r.project_name,
+        created_at: column.date(r.created_at)?.toISOString() ?? null,
+        matched: matches(sources, term, filters),
+      })
+    }
+    return out
+  }
+
+  private async describeProjects(ids: number[], term: ParsedTerm, filters: FieldFilter[]): Promise<Map<number, Record<string, unknown>>> {
+    const out = new Map<number, Record<string, unknown>>()
+    if (!ids.length) return out
+    const rows = await this.knex('projects').whereIn('id', ids).select('id', 'name', 'alternative_name', 'description', 'created_at')
+    const values = await this.valuesOf('project', ids)
+    for (const r of rows) {
+      const sources = [
+        { field: 'name', text: r.name as string },
+        ...(values.get(Number(r.id)) ?? []).map((v) => ({ field: `custom:${v.field}`, text: v.text })),
+        { field: 'alternative_name', text: (r.alternative_name ?? '') as string },
+        { field: 'description', text: (r.description ?? '') as string },
+      ]
+      out.set(Number(r.id), {
+        id: Number(r.id),
+        name: r.name,
+        alternative_name: r.alternative_name ?? null,
+        description: r.description ?? null,
+        created_at: column.date(r.created_at)?.toISOString() ?? null,
+        matched: matches(sources, term, filters),
+      })
+    }
+    return out
+  }
+}
+
+/** which fields of a result hold the words, phrases and field filters, with a piece of text around the first hit */
+export function matches(sources: Array<{ field: string; text: string }>, term: ParsedTerm, filters: FieldFilter[]): Match[] {
+  const out: Match[] = []
+  const wanted = [...term.words.map((w) => [w]), ...term.phrases]
+  for (const s of sources) {
+    if (!s.text) continue
+    const words = wordsOf(s.text)
+    const hit = wanted.some((p) => words.some((_, i) => p.every((w, j) => (j === p.length - 1 && p.length === 1 ? words[i + j]?.startsWith(w) : words[i + j] === w))))
+    const filtered = filters.some((f) =>
+      f.kind === 'custom' ? s.field.toLowerCase() === `custom:${f.name}` && wordsOf(s.text).join(' ').startsWith(wordsOf(f.value).join(' ')) : s.field === `property:${f.key}` && wordsOf(s.text).join(' ').startsWith(wordsOf(f.value).join(' ')),
+    )
+    if (hit || filtered) out.push({ field: s.field, snippet: snippet(s.text, wanted[0]?.[0] ?? '') })
+  }
+  return out
+}
+
+function snippet(text: string, word: string): string {
+  const flat = text.replace(/\s+/g, ' ')
+  if (flat.length <= SNIPPET) return flat
+  const at = word ? flat.toLowerCase().indexOf(word) : -1
+  const start = Math.max(0, (at < 0 ? 0 : at) - 20)
+  return `${start > 0 ? '…' : ''}${flat.slice(start, start + SNIPPET)}${start + SNIPPET < flat.length ? '…' : ''}`
+}

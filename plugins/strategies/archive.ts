@@ -1,0 +1,657 @@
+import { randomBytes } from 'node:crypto'
+import { createWriteStream } from 'node:fs'
+import { lstat, mkdir, open, readdir, rm, unlink, type FileHandle } from 'node:fs/promises'
+import { Readable } from 'node:stream'
+import path from 'node:path'
+import { pipeline } from 'node:stream/promises'
+import type { Logger } from 'pino'
+import type { ProjectService } from '../projects/index.js'
+import type { StrategyRow, StrategyService } from './strategies.js'
+import { Hasher, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
+
+import { MamError, conflict, isUniqueViolation, iso, linkExclusive, notFound, openInside, relativeSegments, type Knex, type StorageJournal } from '../../core/index.js'
+/** states a running archive job moves through; the others are where it rests */
+export const ACTIVE = ['queued', 'copying', 'verifying', 'releasing', 'restoring', 'moving'] as const
+export type ArchiveState = (typeof ACTIVE)[number] | 'archived' | 'online' | 'failed' | 'cancelled'
+export type Direction = 'archive' | 'unarchive' | 'move'
+
+/** files copied at once (each streams with a few MiB in flight; S3 uploads have 4 parts each) */
+const PARALLEL = 4
+const BATCH = 64
+const RESTORE_PREFIX = '.mamkit-restore-'
+
+export type TransmissionCheck = 'none' | 'size' | 'checksum' | 'fingerprint'
+
+export interface StateRow {
+  id: number
+  project_id: number
+  archive_strategy_id: number | null
+  next_strategy_id: number | null
+  user_id: number | null
+  direction: Direction
+  stage: string
+  state: ArchiveState
+  progress: number
+  error: string | null
+  cancelled: boolean
+  exclude_linked_files: boolean
+  archive_key: string
+  job_id: number | null
+  files_total: number
+  files_done: number
+  files_failed: number
+  bytes_total: number
+  bytes_released: number
+  started_at: Date | null
+  finished_at: Date | null
+  created_at: Date
+  updated_at: Date
+}
+
+const bool = (v: unknown) => v === true || v === 1 || v === '1' || v === 't'
+const toState = (r: any): StateRow => ({
+  ...r,
+  id: Number(r.id),
+  project_id: Number(r.project_id),
+  archive_strategy_id: r.archive_strategy_id === null ? null : Number(r.archive_strategy_id),
+  next_strategy_id: r.next_strategy_id === null ? null : Number(r.next_strategy_id),
+  user_id: r.user_id === null ? null : Number(r.user_id),
+  cancelled: bool(r.cancelled),
+  exclude_linked_files: bool(r.exclude_linked_files),
+  files_total: Number(r.files_total),
+  files_done: Number(r.files_done),
+  files_failed: Number(r.files_failed),
+  bytes_total: Number(r.bytes_total),
+  bytes_released: Number(r.bytes_released),
+  progress: Number(r.progress),
+})
+
+/** a copy failed in a way this file alone suffers (recorded on it, the rest goes on) */
+export class FileError extends Error {}
+
+/**
+ * Verifies an object on the target against the source's checksums: `size` asks the target for the
+ * object's size, `checksum` adds the checksums stored with it (S3 metadata; a disk target has none
+ * and keeps them in the manifest), `fingerprint` reads the object back and hashes it. Releasing an
+ * original always needs at least the size check, whatever the strategy says.
+ */
+export async function verify(target: Target, key: string, sums: Sums, check: TransmissionCheck, signal?: AbortSignal): Promise<void> {
+  if (check === 'none') return
+  const head = await target.head(key)
+  if (!head) throw new FileError(`the copy of ${key} is missing on the target`)
+  if (head.size !== sums.size) throw new FileError(`the copy of ${key} has ${head.size} bytes, the original ${sums.size}`)
+  if (check === 'size') return
+  if (head.sha256 !== undefined && head.sha256 !== sums.sha256) throw new FileError(`the copy of ${key} carries checksum ${head.sha256}, the original has ${sums.sha256}`)
+  if (check === 'checksum') return
+  const back = await sumsOf(await target.get(key, signal))
+  if (!sameSums(back, sums)) throw new FileError(`the copy of ${key} read back hashes to ${back.sha256} (${back.size} bytes), the original to ${sums.sha256} (${sums.size} bytes)`)
+}
+
+/** every regular file below `root` (hidden names skipped: proxies, trash, our own restore temporaries) */
+async function* walk(root: string, rel = ''): AsyncGenerator<{ path: string; size: number; mtimeMs: number; nlink: number }> {
+  const entries = await readdir(path.join(root, rel), { withFileTypes: true }).catch(() => [])
+  entries.sort((a, b) => (a.name < b.name ? -1 : 1))
+  for (const e of entries) {
+    if (e.name.startsWith('.')) continue
+    const r = rel ? `${rel}/${e.name}` : e.name
+    if (e.isDirectory()) yield* walk(root, r)
+    else if (e.isFile()) {
+      const st = await lstat(path.join(root, r)).catch(() => null)
+      if (st?.isFile()) yield { path: r, size: st.size, mtimeMs: Math.floor(st.mtimeMs), nlink: st.nlink }
+    }
+  }
+}
+
+/**
+ * The bytes of an opened file from offset 0, by positional reads. Not `createReadStream({ fd })`:
+ * a pipeline that fails destroys its streams, and a destroyed fs stream closes its descriptor even
+ * with `autoClose: false`, so the handle's own close later hit EBADF (or another file's descriptor).
+ */
+export function readAll(handle: FileHandle): Readable {
+  return Readable.from(
+    (async function* () {
+      for (let pos = 0; ; ) {
+        const buf = Buffer.allocUnsafe(1 << 20)
+        const { bytesRead } = await handle.read(buf, 0, buf.length, pos)
+        if (!bytesRead) return
+        pos += bytesRead
+        yield buf.subarray(0, bytesRead)
+      }
+    })(),
+    { objectMode: false },
+  )
+}
+
+/** removes the restore temporaries a killed process left in the project tree (hidden names of ours only) */
+async function sweepRestores(dir: string): Promise<void> {
+  for (const e of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+    if (e.isDirectory() && !e.name.startsWith('.')) await sweepRestores(path.join(dir, e.name))
+    else if (e.isFile() && e.name.startsWith(RESTORE_PREFIX)) await rm(path.join(dir, e.name), { force: true })
+  }
+}
+
+export const objectKey = (archiveKey: string, rel: string) => `${archiveKey}/files/${rel}`
+export const manifestKey = (archiveKey: string) => `${archiveKey}/manifest.json`
+
+export interface RunContext {
+  signal: AbortSignal
+  progress(f: number): void
+  log: Logger
+}
+
+/**
+ * Archives, restores and moves projects (spec §4.20 archive … clear_all_archive_errors). The state
+ * row (`archive_states`, one per project) and a row per file (`archive_files`) are the durable
+ * record a job resumes from: a file is `pending`, `verified` once its copy on the target checked
+ * out, `released` once its original is gone, `restored` when it came back. An original is only
+ * ever removed when its file row is `verified` and the file on disk is still the one that was
+ * copied (size and modification time), so a crash at any point leaves the copy, the original, or both.
+ */
+export class ArchiveService {
+  constructor(
+    private readonly knex: Knex,
+    private readonly strategies: StrategyService,
+    private readonly projects: ProjectService,
+    private readonly journal: StorageJournal,
+  ) {}
+
+  async state(projectId: number): Promise<StateRow | null> {
+    const r = await this.knex('archive_states').where({ project_id: projectId }).first()
+    return r ? toState(r) : null
+  }
+
+  async statesOf(projectIds: number[]): Promise<Map<number, StateRow>> {
+    if (!projectIds.length) return new Map()
+    const rows = await this.knex('archive_states').whereIn('project_id', projectIds)
+    return new Map(rows.map((r: any) => [Number(r.project_id), toState(r)]))
+  }
+
+  async errorsOf(projectId: number, limit = 100) {
+    return this.knex('archive_files').where({ project_id: projectId, state: 'failed' }).orderBy('id').limit(limit).select('id', 'path', 'error')
+  }
+
+  async serialize(s: StateRow) {
+    const errors = s.files_failed ? await this.errorsOf(s.project_id) : []
+    return {
+      id: s.id,
+      project_id: s.project_id,
+      archive_strategy_id: s.archive_strategy_id,
+      next_strategy_id: s.next_strategy_id,
+      user_id: s.user_id,
+      direction: s.direction,
+      stage: s.stage,
+      state: s.state,
+      progress: s.progress,
+      error: s.error,
+      errors: errors.map((e: any) => ({ file_id: Number(e.id), path: e.path, error: e.error })),
+      cancelled: s.cancelled,
+      exclude_linked_files: s.exclude_linked_files,
+      files_total: s.files_total,
+      files_done: s.files_done,
+      files_failed: s.files_failed,
+      bytes_total: s.bytes_total,
+      bytes_released: s.bytes_released,
+      job_id: s.job_id,
+      started_at: iso(s.started_at),
+      finished_at: iso(s.finished_at),
+      created_at: iso(s.created_at),
+      updated_at: iso(s.updated_at),
+    }
+  }
+
+  /**
+   * Claims the project's state row for a new run. Two requests that meet: one inserts (or moves a
+   * resting state on with a conditional update), the other finds the row taken and gets a 409.
+   */
+  async begin(projectId: number, direction: Direction, from: ArchiveState[], fields: Partial<Record<string, unknown>>): Promise<StateRow> {
+    const now = new Date()
+    const row = {
+      direction,
+      stage: 'queued',
+      state: 'queued',
+      progress: 0,
+      error: null,
+      cancelled: false,
+      files_done: 0,
+      files_failed: 0,
+      job_id: null,
+      started_at: now,
+      finished_at: null,
+      updated_at: now,
+      ...fields,
+    }
+    const current = await this.state(projectId)
+    if (!current) {
+      if (!from.includes('online')) throw conflict(`Project ${projectId} is not archived`)
+      try {
+        await this.knex('archive_states').insert({ project_id: projectId, archive_key: `project-${projectId}-${randomBytes(4).toString('hex')}`, exclude_linked_files: false, files_total: 0, bytes_total: 0, bytes_released: 0, created_at: now, ...row })
+      } catch (err) {
+        if (isUniqueViolation(err)) throw conflict(`Project ${projectId} is being archived or restored by another request`)
+        throw err
+      }
+      return (await this.state(projectId))!
+    }
+    const changed = await this.knex('archive_states').where({ id: current.id }).whereIn('state', from).update(row)
+    if (!changed) {
+      const now = (await this.state(projectId))!
+      throw conflict(`Project ${projectId} is ${now.state}${ACTIVE.includes(now.state as any) ? ` (${now.direction})` : ''}; it cannot be ${direction === 'move' ? 'moved' : direction + 'd'} now`, { state: now.state, direction: now.direction })
+    }
+    return (await this.state(projectId))!
+  }
+
+  async setJob(stateId: number, jobId: number) {
+    await this.knex('archive_states').where({ id: stateId }).update({ job_id: jobId })
+  }
+
+  private async update(id: number, fields: Record<string, unknown>) {
+    await this.knex('archive_states').where({ id }).update({ ...fields, updated_at: new Date() })
+  }
+
+  /** asks a running archive to stop; the job restores what it released and removes its copies */
+  async cancel(projectId: number): Promise<StateRow> {
+    const changed = await this.knex('archive_states').where({ project_id: projectId }).whereIn('state', ACTIVE as unknown as string[]).update({ cancelled: true, updated_at: new Date() })
+    const s = await this.state(projectId)
+    if (!s) throw notFound('archive state of project', projectId)
+    if (!changed) throw conflict(`Project ${projectId} is ${s.state}: nothing is running to cancel`, { state: s.state })
+    return s
+  }
+
+  /** failed files back to pending (each is retried alone by the next archive run); the error goes */
+  async clearErrors(projectId?: number): Promise<number> {
+    return this.knex.transaction(async (trx) => {
+      const q = trx('archive_files').where({ state: 'failed' })
+      if (projectId !== undefined) q.andWhere({ project_id: projectId })
+      const n = await q.update({ state: 'pending', error: null, updated_at: new Date() })
+      const s = trx('archive_states').whereNot('state', 'queued')
+      if (projectId !== undefined) s.andWhere({ project_id: projectId })
+      await s.update({ error: null, files_failed: 0, updated_at: new Date() })
+      return Number(n)
+    })
+  }
+
+  // ---- the job ---------------------------------------------------------------------------------
+
+  /** one run of the project's archive job; idempotent, resumable after a crash */
+  async run(projectId: number, ctx: RunContext): Promise<Record<string, unknown>> {
+    const s = await this.state(projectId)
+    if (!s || !ACTIVE.includes(s.state as any)) return { skipped: s?.state ?? 'none' }
+    // moves and renames of the project wait (and answer 409) while its files are copied and released
+    return this.journal.hold(`project:${projectId}`, {}, async () => {
+      try {
+        if (s.cancelled) return await this.cancelRun(s, ctx)
+        if (s.direction === 'archive') return await this.archive(s, ctx)
+        if (s.direction === 'unarchive') return await this.unarchive(s, ctx)
+        return await this.move(s, ctx)
+      } catch (err) {
+        if (ctx.signal.aborted) throw err
+        const permanent = err instanceof MamError || (err as any)?.permanent
+        if (permanent) await this.update(s.id, { state: 'failed', error: (err as Error).message, finished_at: new Date() })
+        throw err
+      }
+    })
+  }
+
+  private async strategy(id: number | null): Promise<StrategyRow> {
+    if (id === null) throw Object.assign(new MamError('conflict', 'The strategy of this archive was deleted'), { permanent: true })
+    const row = await this.knex('strategies').where({ id }).first('id')
+    if (!row) throw Object.assign(new MamError('conflict', `Archive strategy ${id} no longer exists`), { permanent: true })
+    return this.strategies.get('archive', id)
+  }
+
+  private async cancelledNow(id: number): Promise<boolean> {
+    const r = await this.knex('archive_states').where({ id }).first('cancelled')
+    return bool(r?.cancelled)
+  }
+
+  /** lists the project's files once (a rerun keeps the list and what was done) */
+  private async listFiles(s: StateRow, strategy: StrategyRow, root: string) {
+    const listed = await this.knex('archive_files').where({ project_id: s.project_id }).first('id')
+    if (listed) return
+    const includes = strategy.includes
+    const assets = new Map<string, { id: number; sha256: string | null; crc32: string | null; size: number; mtime: number | null }>()
+    for (const a of await this.knex('assets').where({ project_id: s.project_id }).select('id', 'path', 'sha256', 'crc32', 'size', 'mtime'))
+      assets.set(a.path, { id: Number(a.id), sha256: a.sha256, crc32: a.crc32, size: Number(a.size), mtime: a.mtime ? new Date(a.mtime).getTime() : null })
+    let batch: any[] = []
+    let total = 0
+    let bytes = 0
+    const now = new Date()
+    const flush = async () => {
+      if (batch.length) await this.knex('archive_files').insert(batch)
+      batch = []
+    }
+    for await (const f of walk(root)) {
+      if (includes.length && !includes.some((inc) => f.path === inc || f.path.startsWith(`${inc}/`))) continue
+      const a = assets.get(f.path)
+      // a hard link shares its bytes with another name (often another project): releasing this name frees nothing
+      const excluded = s.exclude_linked_files && f.nlink > 1
+      // the assets plugin's checksums serve when they describe this very content (same size and time)
+      const known = a && a.sha256 && a.crc32 && a.size === f.size && a.mtime === f.mtimeMs
+      batch.push({ project_id: s.project_id, asset_id: a?.id ?? null, path: f.path, size: f.size, mtime_ms: f.mtimeMs, sha256: known ? a.sha256 : null, crc32: known ? a.crc32 : null, state: excluded ? 'excluded' : 'pending', created_at: now, updated_at: now })
+      if (!excluded) {
+        total++
+        bytes += f.size
+      }
+      if (batch.length >= 500) await flush()
+    }
+    await flush()
+    await this.update(s.id, { files_total: total, bytes_total: bytes })
+  }
+
+  /** copies one file to the target and verifies it; returns its checksums */
+  private async copyOne(target: Target, s: StateRow, root: string, f: any, check: TransmissionCheck, signal: AbortSignal): Promise<Sums> {
+    const opened = await openInside(root, f.path, `file ${f.path}`).catch((err) => {
+      if (err.code === 'ENOENT') throw new FileError(`${f.path} vanished before it was copied`)
+      if (err instanceof MamError) throw new FileError(err.message)
+      throw err
+    })
+    try {
+      if (opened.stats.size !== Number(f.size) || Math.floor(opened.stats.mtimeMs) !== Number(f.mtime_ms)) {
+        // changed since it was listed: list it anew (its old checksums do not hold)
+        f.size = opened.stats.size
+        f.mtime_ms = Math.floor(opened.stats.mtimeMs)
+        f.sha256 = null
+      }
+      const read = () => readAll(opened.handle)
+      let sums: Sums = f.sha256 ? { size: Number(f.size), sha256: f.sha256, crc32: f.crc32 } : await sumsOf(read())
+      const key = objectKey(s.archive_key, f.path)
+      // a rerun after a crash: a copy that is there and checks out is not sent again
+      const there = await target.head(key)
+      let ok = false
+      if (there && there.size === sums.size) ok = await verify(target, key, sums, check === 'none' ? 'size' : check, signal).then(() => true, () => false)
+      if (!ok) {
+        const sent = await target.put(key, read(), sums, signal)
+        if (!sameSums(sent, sums)) throw new FileError(`${f.path} changed while it was copied; it is copied again on the next run`)
+        await verify(target, key, sums, check === 'none' ? 'size' : check, signal)
+      }
+      return sums
+    } finally {
+      await opened.close()
+    }
+  }
+
+  private async archive(s: StateRow, ctx: RunContext) {
+    const strategy = await this.strategy(s.archive_strategy_id)
+    const target = await this.strategies.targetOf(strategy)
+    try {
+      const root = await this.projects.currentRoot(s.project_id)
+      await this.update(s.id, { stage: 'copying', state: 'copying' })
+      await target.sweep(s.archive_key)
+      await this.listFiles(s, strategy, root)
+      const check = strategy.transmission_check as TransmissionCheck
+      // copy and verify, file by file, a few at once; failures are recorded per file
+      for (;;) {
+        if (await this.cancelledNow(s.id)) return this.cancelRun((await this.state(s.project_id))!, ctx)
+        const page = await this.knex('archive_files').where({ project_id: s.project_id, state: 'pending' }).orderBy('id').limit(BATCH)
+        if (!page.length) break
+        for (let i = 0; i < page.length; i += PARALLEL) {
+          await Promise.all(
+            page.slice(i, i + PARALLEL).map(async (f: any) => {
+              try {
+                const sums = await this.copyOne(target, s, root, f, check, ctx.signal)
+                await this.knex('archive_files').where({ id: f.id, state: 'pending' }).update({ state: 'verified', size: sums.size, mtime_ms: f.mtime_ms, sha256: sums.sha256, crc32: sums.crc32, error: null, updated_at: new Date() })
+              } catch (err) {
+                if (ctx.signal.aborted) throw err
+                // a refused file (403: leads outside), a full target (507): recorded on the file, the others go on
+                if (!(err instanceof FileError) && !(err instanceof MamError && [403, 507].includes(err.status))) throw err
+                await this.knex('archive_files').where({ id: f.id }).update({ state: 'failed', error: (err as Error).message, updated_at: new Date() })
+              }
+            }),
+          )
+        }
+        await this.counts(s, ctx, 0.9)
+      }
+      const failed = await this.counts(s, ctx, 0.9)
+      if (failed) {
+        // nothing is released while any file lacks a verified copy: the project stays whole online
+        await this.update(s.id, { state: 'failed', stage: 'copying', error: `${failed} file(s) could not be archived; clear the errors to retry them`, finished_at: new Date() })
+        return { failed }
+      }
+      await this.update(s.id, { stage: 'verifying', state: 'verifying' })
+      await this.writeManifest(target, s, check, ctx.signal)
+      if (await this.cancelledNow(s.id)) return this.cancelRun((await this.state(s.project_id))!, ctx)
+      await this.update(s.id, { stage: 'releasing', state: 'releasing' })
+      const released = await this.release(s, root, ctx)
+      if (released === 'cancelled') return this.cancelRun((await this.state(s.project_id))!, ctx)
+      await this.update(s.id, { state: 'archived', stage: 'archived', progress: 1, finished_at: new Date(), error: null })
+      return { released }
+    } finally {
+      await target.close()
+    }
+  }
+
+  /** the manifest: every file with its checksums, so an archive can be restored and checked without this database */
+  private async writeManifest(target: Target, s: StateRow, check: TransmissionCheck, signal: AbortSignal) {
+    const files = await this.knex('archive_files').where({ project_id: s.project_id }).whereIn('state', ['verified', 'released']).orderBy('path').select('path', 'size', 'sha256', 'crc32')
+    const project = await this.knex('projects').where({ id: s.project_id }).first('id', 'uuid', 'name')
+    const body = Buffer.from(JSON.stringify({ format: 'mamkit-archive/1', project: { id: Number(project.id), uuid: project.uuid, name: project.name }, created_at: new Date().toISOString(), files: files.map((f: any) => ({ path: f.path, size: Number(f.size), sha256: f.sha256, crc32: f.crc32 })) }, null, 1))
+    const sums = await sumsOf(Readable.from([body]))
+    const key = manifestKey(s.archive_key)
+    await target.put(key, Readable.from([body]), sums, signal)
+    await verify(target, key, sums, check === 'none' ? 'size' : check, signal)
+  }
+
+  /**
+   * Removes the originals whose copies were verified, one file at a time: the file goes, then its
+   * row, the asset's `online` and the project's size change in one transaction. A crash in between
+   * finds the file gone and the row still `verified` and finishes the bookkeeping.
+   */
+  private async release(s: StateRow, root: string, ctx: RunContext): Promise<number | 'cancelled'> {
+    let released = 0
+    for (;;) {
+      if (await this.cancelledNow(s.id)) return 'cancelled'
+      const page = await this.knex('archive_files').where({ project_id: s.project_id, state: 'verified' }).orderBy('id').limit(BATCH)
+      if (!page.length) break
+      for (const f of page) {
+        const file = path.join(root, ...relativeSegments(f.path, 'path'))
+        const opened = await openInside(root, f.path, `file ${f.path}`).catch((err) => (err.code === 'ENOENT' ? null : Promise.reject(err)))
+        if (opened) {
+          const same = opened.stats.size === Number(f.size) && Math.floor(opened.stats.mtimeMs) === Number(f.mtime_ms)
+          await opened.close()
+          if (!same) {
+            // written to since its copy was verified: the copy is not this file; it stays online
+            await this.knex('archive_files').where({ id: f.id }).update({ state: 'failed', error: `${f.path} changed after it was copied; it stays online`, updated_at: new Date() })
+            continue
+          }
+          await unlink(file)
+        }
+        await this.knex.transaction(async (trx) => {
+          const n = await trx('archive_files').where({ id: f.id, state: 'verified' }).update({ state: 'released', updated_at: new Date() })
+          if (!n) return
+          if (f.asset_id !== null) await trx('assets').where({ id: f.asset_id }).update({ online: false, updated_at: new Date() })
+          await trx('projects').where({ id: s.project_id }).update({ size: trx.raw('case when size > ? then size - ? else 0 end', [Number(f.size), Number(f.size)]), updated_at: new Date() })
+          await trx('archive_states').where({ id: s.id }).update({ bytes_released: trx.raw('bytes_released + ?', [Number(f.size)]) })
+        })
+        released++
+      }
+      ctx.progress(0.9 + 0.1 * Math.min(1, released / Math.max(1, s.files_total)))
+    }
+    await this.projects.refreshTeamSpace(s.project_id)
+    const failed = await this.counts(s, ctx, 1)
+    if (failed) await this.update(s.id, { error: `${failed} file(s) changed after they were copied and stayed online` })
+    return released
+  }
+
+  private async counts(s: StateRow, ctx: RunContext, scale: number): Promise<number> {
+    const rows = await this.knex('archive_files').where({ project_id: s.project_id }).groupBy('state').select('state', this.knex.raw('count(*) as n'))
+    const by = Object.fromEntries(rows.map((r: any) => [r.state, Number(r.n)]))
+    const done = (by.verified ?? 0) + (by.released ?? 0) + (by.restored ?? 0)
+    const failed = by.failed ?? 0
+    const total = Object.entries(by).filter(([k]) => k !== 'excluded').reduce((n, [, v]) => n + Number(v), 0)
+    const progress = total ? (scale * (done + failed)) / total : scale
+    await this.update(s.id, { files_done: done, files_failed: failed, progress })
+    ctx.progress(progress)
+    return failed
+  }
+
+  /**
+   * Brings released files back: each is written under a hidden temporary name beside its place,
+   * hashed while it is written and compared with the checksums taken when it was archived, then
+   * linked to its name (never over a file someone put there meanwhile) and its rows follow.
+   */
+  private async restoreFiles(s: StateRow, target: Target, root: string, ctx: RunContext, stopOnCancel: boolean): Promise<{ restored: number; failed: number }> {
+    await sweepRestores(root)
+    let restored = 0
+    let failed = 0
+    let lastId = 0
+    for (;;) {
+      if (stopOnCancel && (await this.cancelledNow(s.id))) break
+      const page = await this.knex('archive_files').where({ project_id: s.project_id, state: 'released' }).andWhere('id', '>', lastId).orderBy('id').limit(BATCH)
+      if (!page.length) break
+      lastId = Number(page[page.length - 1].id)
+      for (let i = 0; i < page.length; i += PARALLEL) {
+        await Promise.all(
+          page.slice(i, i + PARALLEL).map(async (f: any) => {
+            try {
+              await this.restoreOne(s, target, root, f, ctx.signal)
+              restored++
+            } catch (err) {
+              if (ctx.signal.aborted) throw err
+              failed++
+              await this.knex('archive_files').where({ id: f.id }).update({ error: (err as Error).message, updated_at: new Date() })
+            }
+          }),
+        )
+      }
+      await this.counts(s, ctx, 1)
+    }
+    await this.projects.refreshTeamSpace(s.project_id)
+    return { restored, failed }
+  }
+
+  private async restoreOne(s: StateRow, target: Target, root: string, f: any, signal: AbortSignal) {
+    const segments = relativeSegments(f.path, 'path')
+    const file = path.join(root, ...segments)
+    const dir = path.dirname(file)
+    await mkdir(dir, { recursive: true })
+    const want: Sums = { size: Number(f.size), sha256: f.sha256, crc32: f.crc32 }
+    const temp = path.join(dir, `${RESTORE_PREFIX}${randomBytes(6).toString('hex')}`)
+    try {
+      const hasher = new Hasher()
+      await pipeline(await target.get(objectKey(s.archive_key, f.path), signal), hasher, createWriteStream(temp, { flags: 'wx' }), { signal })
+      const got = hasher.sums()
+      if (!sameSums(got, want)) throw new FileError(`the archived copy of ${f.path} hashes to ${got.sha256} (${got.size} bytes), not to ${want.sha256} (${want.size} bytes) as archived; the file stays archived`)
+      const handle = await open(temp, 'r+')
+      await handle.sync().finally(() => handle.close())
+      try {
+        await linkExclusive(temp, file)
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+        // a crash after the link, or someone's file under that name: only the same bytes count as restored
+        const existing = await openInside(root, f.path, `file ${f.path}`)
+        const same = await sumsOf(readAll(existing.handle)).finally(() => existing.close())
+        if (!sameSums(same, want)) throw new FileError(`${f.path} exists again online with other contents; the archived file was not restored over it`)
+      }
+    } finally {
+      await rm(temp, { force: true })
+    }
+    const { mtimeMs } = await lstat(file)
+    await this.knex.transaction(async (trx) => {
+      const n = await trx('archive_files').where({ id: f.id, state: 'released' }).update({ state: 'restored', error: null, updated_at: new Date() })
+      if (!n) return
+      if (f.asset_id !== null) await trx('assets').where({ id: f.asset_id }).update({ online: true, mtime: new Date(Math.floor(mtimeMs)), updated_at: new Date() })
+      await trx('projects').where({ id: s.project_id }).update({ size: trx.raw('size + ?', [Number(f.size)]), updated_at: new Date() })
+      await trx('archive_states').where({ id: s.id }).update({ bytes_released: trx.raw('case when bytes_released > ? then bytes_released - ? else 0 end', [Number(f.size), Number(f.size)]) })
+    })
+  }
+
+  private async unarchive(s: StateRow, ctx: RunContext) {
+    const strategy = await this.strategy(s.archive_strategy_id)
+    const target = await this.strategies.targetOf(strategy)
+    try {
+      const root = await this.projects.currentRoot(s.project_id)
+      await this.update(s.id, { stage: 'restoring', state: 'restoring' })
+      const { restored, failed } = await this.restoreFiles(s, target, root, ctx, true)
+      if (await this.cancelledNow(s.id)) {
+        await this.update(s.id, { state: 'cancelled', stage: 'cancelled', finished_at: new Date() })
+        return { restored, cancelled: true }
+      }
+      if (failed) {
+        await this.update(s.id, { state: 'failed', error: `${failed} file(s) could not be restored; they stay archived`, finished_at: new Date() })
+        return { restored, failed }
+      }
+      // all back: the file rows go (the next archive lists the project anew); the copy stays on the target
+      await this.knex.transaction(async (trx) => {
+        await trx('archive_files').where({ project_id: s.project_id }).delete()
+        await trx('archive_states').where({ id: s.id }).update({ state: 'online', stage: 'online', progress: 1, files_failed: 0, bytes_released: 0, finished_at: new Date(), updated_at: new Date() })
+      })
+      return { restored }
+    } finally {
+      await target.close()
+    }
+  }
+
+  /**
+   * Stops an archive: whatever was released comes back first (verified like an unarchive), then the
+   * copies made so far are removed from the target, and the project is whole online again.
+   */
+  private async cancelRun(s: StateRow, ctx: RunContext) {
+    if (s.direction === 'unarchive') {
+      await this.update(s.id, { state: 'cancelled', stage: 'cancelled', finished_at: new Date() })
+      return { cancelled: true }
+    }
+    const strategy = await this.strategy(s.direction === 'move' ? s.next_strategy_id : s.archive_strategy_id)
+    const target = await this.strategies.targetOf(strategy)
+    try {
+      if (s.direction === 'move') {
+        // the old archive is untouched until a move completes: drop the partial new copy
+        await target.deletePrefix(s.archive_key + '-moving')
+        await this.update(s.id, { state: 'archived', stage: 'archived', next_strategy_id: null, cancelled: false, finished_at: new Date(), error: 'move cancelled; the archive stays where it was' })
+        return { cancelled: true }
+      }
+      const root = await this.projects.currentRoot(s.project_id)
+      const { failed } = await this.restoreFiles(s, target, root, ctx, false)
+      if (failed) {
+        await this.update(s.id, { state: 'failed', error: `cancelled, but ${failed} released file(s) could not be restored; they stay archived` })
+        return { failed }
+      }
+      await target.deletePrefix(s.archive_key)
+      await this.knex.transaction(async (trx) => {
+        await trx('archive_files').where({ project_id: s.project_id }).delete()
+        await trx('archive_states').where({ id: s.id }).update({ state: 'cancelled', stage: 'cancelled', files_done: 0, files_failed: 0, bytes_released: 0, finished_at: new Date(), updated_at: new Date() })
+      })
+      return { cancelled: true }
+    } finally {
+      await target.close()
+    }
+  }
+
+  /** moves an archive to another strategy's target: copy, verify, switch, then delete the old copies */
+  private async move(s: StateRow, ctx: RunContext) {
+    const from = await this.strategy(s.archive_strategy_id)
+    const to = await this.strategy(s.next_strategy_id)
+    const source = await this.strategies.targetOf(from)
+    const dest = await this.strategies.targetOf(to)
+    const newKey = `${s.archive_key}-moving`
+    try {
+      await this.update(s.id, { stage: 'moving', state: 'moving' })
+      await dest.sweep(newKey)
+      const files = await this.knex('archive_files').where({ project_id: s.project_id, state: 'released' }).orderBy('id').select('id', 'path', 'size', 'sha256', 'crc32')
+      let done = 0
+      const check = to.transmission_check as TransmissionCheck
+      for (let i = 0; i < files.length; i += PARALLEL) {
+        if (await this.cancelledNow(s.id)) return this.cancelRun((await this.state(s.project_id))!, ctx)
+        await Promise.all(
+          files.slice(i, i + PARALLEL).map(async (f: any) => {
+            const sums: Sums = { size: Number(f.size), sha256: f.sha256, crc32: f.crc32 }
+            const key = objectKey(newKey, f.path)
+            const there = await dest.head(key)
+            if (there && (await verify(dest, key, sums, check === 'none' ? 'size' : check, ctx.signal).then(() => true, () => false))) return
+            const sent = await dest.put(key, await source.get(objectKey(s.archive_key, f.path), ctx.signal), sums, ctx.signal)
+            if (!sameSums(sent, sums)) throw Object.assign(new MamError('conflict', `the archived copy of ${f.path} does not match its checksums; the archive was not moved`), { permanent: true })
+            await verify(dest, key, sums, check === 'none' ? 'size' : check, ctx.signal)
+          }),
+        )
+        done += files.slice(i, i + PARALLEL).length
+        ctx.progress(done / Math.max(1, files.length))
+      }
+      await this.writeManifest(dest, { ...s, archive_key: newKey }, check, ctx.signal)
+      // the switch is one statement; a crash after it finds the old prefix to delete on the next run
+      await this.update(s.id, { archive_strategy_id: to.id, next_strategy_id: null, archive_key: newKey, state: 'archived', stage: 'archived', progress: 1, finished_at: new Date(), error: null })
+      await source.deletePrefix(s.archive_key).catch((err) => ctx.log.warn({ err }, 'old archive copies left behind after a move'))
+      return { moved: files.length }
+    } finally {
+      await source.close()
+      await dest.close()
+    }
+  }
+}

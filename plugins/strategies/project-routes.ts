@@ -1,0 +1,95 @@
+import { projectServices } from '../projects/refs.js'
+import type { Project } from '../projects/index.js'
+import { strategyServices } from './refs.js'
+import { ArchiveInput, NoInput } from './schemas.js'
+import { strategyParam } from './routes.js'
+import { ArchiveJob } from './jobs.js'
+import type { StateRow } from './archive.js'
+
+import { IdParams, MamError, conflict, coreServices, type MamContext, type RegisterApi } from '../../core/index.js'
+/** §4.20 archive, unarchive, move_archive, cancel_archiving, clear_archive_errors, clear_all_archive_errors */
+export function registerArchiveRoutes(api: RegisterApi) {
+  const { routes } = api
+  const projects = api.use(projectServices.service)
+  const guards = api.use(projectServices.guards)
+  const archives = api.use(strategyServices.archives)
+  const strategies = api.use(strategyServices.strategies)
+  const jobs = api.use(coreServices.jobs)
+
+  /** a project the caller may change, that no edit has mounted or opened (409), not frozen (423) */
+  const archivable = async (ctx: MamContext, id: number): Promise<Project> => {
+    const project = await projects().writable(ctx.em, ctx.user!, id)
+    // 'rename': the edits plugin refuses it for a mounted or open project; our own guard only for a running archive
+    await guards().check(ctx.em, project, 'rename')
+    return project
+  }
+
+  const answer = async (ctx: MamContext, s: StateRow, status = 200) => {
+    ctx.status = status
+    return { archivestrategystate: await archives().serialize(s) }
+  }
+
+  const start = async (ctx: MamContext, s: StateRow) => {
+    const job = await jobs().enqueue(ArchiveJob.type, { projectId: s.project_id }, { userId: ctx.user!.userId, projectId: s.project_id, maxAttempts: 10 })
+    await archives().setJob(s.id, job.id)
+    return answer(ctx, (await archives().state(s.project_id))!, 202)
+  }
+
+  routes.put(
+    '/projects/:id/archive',
+    { access: 'authenticated', params: IdParams, input: ArchiveInput, summary: 'archive the project with an archive strategy (strategy, exclude_linked_files): copy, verify, release the originals' },
+    async (ctx) => {
+      const project = await archivable(ctx, ctx.params.id)
+      const ref = strategyParam(ctx.input)!
+      const strategy = await strategies().usable('archive', ref.id, ctx.user, ref.param)
+      const current = await archives().state(project.id)
+      // a failed archive resumes with its strategy; another strategy needs the old copies gone first
+      if (current && current.state === 'failed' && current.direction === 'archive' && current.archive_strategy_id !== strategy.id && current.bytes_released > 0)
+        throw conflict(`Project "${project.name}" is partly archived with strategy ${current.archive_strategy_id}; resume with that strategy or unarchive first`)
+      const s = await archives().begin(project.id, 'archive', ['online', 'failed', 'cancelled'], {
+        archive_strategy_id: strategy.id,
+        user_id: ctx.user.userId,
+        exclude_linked_files: ctx.input.exclude_linked_files ?? false,
+      })
+      return start(ctx, s)
+    },
+  )
+
+  routes.put('/projects/:id/unarchive', { access: 'authenticated', params: IdParams, input: NoInput, summary: 'restore the archived originals byte-identical (verified against their checksums)' }, async (ctx) => {
+    const project = await archivable(ctx, ctx.params.id)
+    const current = await archives().state(project.id)
+    if (!current || (current.bytes_released === 0 && current.state !== 'archived')) throw conflict(`Project "${project.name}" has no archived files to restore`, { state: current?.state ?? 'online' })
+    // space comes back: the quotas must have room for it (507 otherwise, nothing restored)
+    await projects().assertSpace(ctx.em, project, current.bytes_released)
+    const s = await archives().begin(project.id, 'unarchive', ['archived', 'failed', 'cancelled'], { user_id: ctx.user.userId })
+    return start(ctx, s)
+  })
+
+  routes.put('/projects/:id/move_archive', { access: 'authenticated', params: IdParams, input: ArchiveInput, summary: "move the project's archive to another archive strategy's target (copy, verify, delete the old)" }, async (ctx) => {
+    const project = await archivable(ctx, ctx.params.id)
+    const ref = strategyParam(ctx.input)!
+    const strategy = await strategies().usable('archive', ref.id, ctx.user, ref.param)
+    const current = await archives().state(project.id)
+    if (!current || current.state !== 'archived') throw conflict(`Project "${project.name}" is not archived`, { state: current?.state ?? 'online' })
+    if (current.archive_strategy_id === strategy.id) throw conflict(`Project "${project.name}" is archived with strategy "${strategy.name}" already`, { errors: [{ param: ref.param, message: 'is the strategy the archive is on' }] })
+    const s = await archives().begin(project.id, 'move', ['archived'], { next_strategy_id: strategy.id, user_id: ctx.user.userId })
+    return start(ctx, s)
+  })
+
+  routes.put('/projects/:id/cancel_archiving', { access: 'authenticated', params: IdParams, input: NoInput, summary: 'stop a running archive (the project comes back whole online) or restore' }, async (ctx) => {
+    const project = await projects().writable(ctx.em, ctx.user, ctx.params.id)
+    return answer(ctx, await archives().cancel(project.id))
+  })
+
+  routes.put('/projects/:id/clear_archive_errors', { access: 'authenticated', params: IdParams, input: NoInput, summary: 'clear the archive errors of a project: its failed files are retried by the next archive' }, async (ctx) => {
+    const project = await projects().writable(ctx.em, ctx.user, ctx.params.id)
+    const s = await archives().state(project.id)
+    if (!s) throw new MamError('not_found', `Project "${project.name}" was never archived`)
+    await archives().clearErrors(project.id)
+    return answer(ctx, (await archives().state(project.id))!)
+  })
+
+  routes.put('/projects/clear_all_archive_errors', { access: 'admin', input: NoInput, summary: 'clear the archive errors of every project' }, async () => ({
+    hash: { cleared_files: await archives().clearErrors() },
+  }))
+}

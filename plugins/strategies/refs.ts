@@ -1,0 +1,14 @@
+import type { ArchiveService } from './archive.js'
+import type { StrategyService } from './strategies.js'
+import type { CopyService } from './copies.js'
+
+import { createServiceRef } from '../../core/index.js'
+/** The strategies plugin's services, for plugins that list `strategies` in their dependsOn. */
+export const strategyServices = {
+  /** archive, backup and copy-to strategies and the targets they write to */
+  strategies: createServiceRef<StrategyService>('strategies.strategies'),
+  /** project archives: state, start, cancel, errors; the archive job's engine */
+  archives: createServiceRef<ArchiveService>('strategies.archives'),
+  /** copy-to, project backups and database backups */
+  copies: createServiceRef<CopyService>('strategies.copies'),
+} as const

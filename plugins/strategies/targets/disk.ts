@@ -1,0 +1,111 @@
+import { randomBytes } from 'node:crypto'
+import { createReadStream, createWriteStream } from 'node:fs'
+import { mkdir, open, readdir, realpath, rename, rm, stat, unlink } from 'node:fs/promises'
+import path from 'node:path'
+import type { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { Hasher, type Head, type Sums, type Target } from './types.js'
+
+import { MamError, isInside, relativeSegments } from '../../../core/index.js'
+const PART = '.mamkit-part-'
+
+/** a full disk is the client's business (507), named so; other errors stay what they are */
+function diskError(err: unknown, destination: string): unknown {
+  const code = (err as NodeJS.ErrnoException)?.code
+  if (code === 'ENOSPC' || code === 'EDQUOT') return Object.assign(new MamError('insufficient_storage', `The target ${destination} is full; the partial copy was removed`), { permanent: true })
+  return err
+}
+
+/**
+ * A directory target: a mounted tape library front end, a NAS or a disk. Objects are written to a
+ * hidden temporary name, flushed to the device (fsync) and renamed into place, so a crash or a full
+ * disk never leaves a partial file under a real name.
+ */
+export class DiskTarget implements Target {
+  readonly kind = 'disk'
+  private root?: string
+  constructor(private readonly destination: string) {}
+
+  private async base(): Promise<string> {
+    if (this.root) return this.root
+    await mkdir(this.destination, { recursive: true })
+    return (this.root = await realpath(this.destination))
+  }
+
+  /** the file of a key: keys are ours, but checked like client paths (no `..`, nothing outside) */
+  private async file(key: string): Promise<string> {
+    const root = await this.base()
+    const file = path.join(root, ...relativeSegments(key, 'key'))
+    if (!isInside(root, file)) throw new MamError('internal', `key ${key} leads outside the target`)
+    return file
+  }
+
+  async put(key: string, source: Readable, _sums: Sums, signal?: AbortSignal): Promise<Sums> {
+    const file = await this.file(key)
+    await mkdir(path.dirname(file), { recursive: true })
+    const temp = path.join(path.dirname(file), `${PART}${randomBytes(6).toString('hex')}`)
+    const hasher = new Hasher()
+    try {
+      await pipeline(source, hasher, createWriteStream(temp, { flags: 'wx' }), { signal })
+      const handle = await open(temp, 'r+')
+      try {
+        await handle.sync()
+      } finally {
+        await handle.close()
+      }
+      await rename(temp, file)
+    } catch (err) {
+      await rm(temp, { force: true })
+      throw diskError(err, this.destination)
+    }
+    return hasher.sums()
+  }
+
+  async head(key: string): Promise<Head | null> {
+    const info = await stat(await this.file(key)).catch(() => null)
+    return info?.isFile() ? { size: info.size } : null
+  }
+
+  async get(key: string): Promise<Readable> {
+    const file = await this.file(key)
+    await stat(file)
+    return createReadStream(file, { highWaterMark: 1 << 20 })
+  }
+
+  async delete(key: string): Promise<void> {
+    await unlink(await this.file(key)).catch((err) => {
+      if (err.code !== 'ENOENT') throw err
+    })
+  }
+
+  async *list(prefix: string): AsyncIterable<string> {
+    const root = await this.file(prefix)
+    const walk = async function* (dir: string, rel: string): AsyncGenerator<string> {
+      const entries = await readdir(dir, { withFileTypes: true }).catch(() => [])
+      for (const e of entries) {
+        if (e.name.startsWith(PART)) continue
+        const r = rel ? `${rel}/${e.name}` : e.name
+        if (e.isDirectory()) yield* walk(path.join(dir, e.name), r)
+        else if (e.isFile()) yield r
+      }
+    }
+    for await (const rel of walk(root, '')) yield `${prefix}/${rel}`
+  }
+
+  async sweep(prefix: string): Promise<void> {
+    const walk = async (dir: string): Promise<void> => {
+      for (const e of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+        if (e.isDirectory()) await walk(path.join(dir, e.name))
+        else if (e.name.startsWith(PART)) await rm(path.join(dir, e.name), { force: true })
+      }
+    }
+    await walk(await this.file(prefix))
+  }
+
+  /** removes a whole archive folder (after a move or a cancel) */
+  async deletePrefix(prefix: string): Promise<void> {
+    await rm(await this.file(prefix), { recursive: true, force: true })
+  }
+
+  async close(): Promise<void> {}
+}

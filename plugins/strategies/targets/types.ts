@@ -1,0 +1,70 @@
+import { createHash } from 'node:crypto'
+import { Transform, type Readable } from 'node:stream'
+import { crc32 } from 'node:zlib'
+
+/** our own end-to-end checksums: they travel with each object and are checked on the way back */
+export interface Sums {
+  size: number
+  sha256: string
+  crc32: string
+}
+
+/** what a target knows of a stored object without reading it */
+export interface Head {
+  size: number
+  /** the checksums stored with the object (S3 metadata); disk targets keep them in the manifest */
+  sha256?: string
+  crc32?: string
+}
+
+/**
+ * Where a strategy writes. Keys are `/`-separated and relative; a target never lets one lead out of
+ * its destination. `put` is atomic: a reader sees the whole object or nothing (a temporary name or
+ * an unfinished multipart upload until the end), and a failed put leaves nothing behind.
+ */
+export interface Target {
+  readonly kind: 'disk' | 's3'
+  /** `sums` are the source's checksums, known before the first byte is sent (stored with the object) */
+  put(key: string, source: Readable, sums: Sums, signal?: AbortSignal): Promise<Sums>
+  head(key: string): Promise<Head | null>
+  get(key: string, signal?: AbortSignal): Promise<Readable>
+  delete(key: string): Promise<void>
+  /** every key below `prefix` (`prefix/…`) */
+  list(prefix: string): AsyncIterable<string>
+  /** removes what a killed process left unfinished below `prefix` (temporary files, multipart uploads) */
+  sweep(prefix: string): Promise<void>
+  /** removes every object below `prefix` */
+  deletePrefix(prefix: string): Promise<void>
+  close(): Promise<void>
+}
+
+/** a pass-through that hashes what flows through it */
+export class Hasher extends Transform {
+  private readonly sha = createHash('sha256')
+  private crc = 0
+  bytes = 0
+  override _transform(chunk: Buffer, _enc: BufferEncoding, done: (err?: Error | null, data?: Buffer) => void) {
+    this.sha.update(chunk)
+    this.crc = crc32(chunk, this.crc)
+    this.bytes += chunk.length
+    done(null, chunk)
+  }
+  sums(): Sums {
+    return { size: this.bytes, sha256: this.sha.digest('hex'), crc32: this.crc.toString(16).padStart(8, '0') }
+  }
+}
+
+/** checksums of a whole stream (a read back, or a source before it is sent) */
+export async function sumsOf(stream: Readable): Promise<Sums> {
+  const sha = createHash('sha256')
+  let crc = 0
+  let bytes = 0
+  for await (const chunk of stream) {
+    sha.update(chunk as Buffer)
+    crc = crc32(chunk as Buffer, crc)
+    bytes += (chunk as Buffer).length
+  }
+  return { size: bytes, sha256: sha.digest('hex'), crc32: crc.toString(16).padStart(8, '0') }
+}
+
+export const sameSums = (a: Sums, b: Sums) => a.size === b.size && a.sha256 === b.sha256 && a.crc32 === b.crc32

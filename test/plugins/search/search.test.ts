@@ -1,0 +1,118 @@
+import t from 'tap'
+import { randomUUID } from 'node:crypto'
+import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
+import { createProject, readerAndStranger } from '../projects/fixtures.js'
+import { makeField, makeSet } from '../custom-metadata/fixtures.js'
+
+async function asset(s: TestServer, projectId: number, path: string, metadata: Record<string, unknown> = {}, type = 'video'): Promise<number> {
+  const now = new Date()
+  const name = path.split('/').pop()!
+  const [row] = await s.runtime.db
+    .knex('assets')
+    .insert({ uuid: randomUUID(), project_id: projectId, path, folder: path.includes('/') ? path.slice(0, path.lastIndexOf('/')) : '', name, type, analysis_state: 'done', proxy_state: 'none', metadata: JSON.stringify(metadata), proxies: '[]', created_at: now, updated_at: now })
+    .returning('id')
+  return Number((row as any)?.id ?? row)
+}
+
+const names = (r: { body: any }, key = 'assets') => (r.body[key] ?? []).map((x: any) => x.name).sort()
+
+onEachDatabase(t, 'search: prefixes, phrases, exclusions, field:value, filters, access in SQL, keyset paging, an index that follows changes', async (t, s) => {
+  const set = await makeSet(s, { name: 'Production', applies_to: 'both' })
+  await makeField(s, { name: 'client', type: 'text', custom_metadata_set_id: set.id })
+  const alpha = await createProject(s, s.user, { name: 'Alpha Documentary', description: 'Wildlife on the savanna' })
+  const beta = await createProject(s, s.admin, { name: 'Beta Commercial' })
+  const { reader, stranger } = await readerAndStranger(s, alpha.id)
+  const interview = await asset(s, alpha.id, 'day1/cam a/interview_01.mov', { video_codec: 'prores', reel_name: 'A001', pixel_format: 'yuv422p10le' })
+  const chase = await asset(s, alpha.id, 'day1/red car chase.mov', { video_codec: 'h264' })
+  await asset(s, alpha.id, 'day2/car red.mov')
+  const draft = await asset(s, alpha.id, 'day2/interview draft.wav', {}, 'audio')
+  const secret = await asset(s, beta.id, 'interview_secret.mov', { reel_name: 'A002' })
+  t.equal((await s.request('PUT', `/assets/${chase}/update_metadata`, { token: s.user.token, json: { custom_metadata: { client: 'ACME Corp' } } })).status, 200)
+  t.equal((await s.request('PUT', `/projects/${alpha.id}/update_metadata`, { token: s.user.token, json: { custom_metadata: { client: 'Globex' } } })).status, 200)
+
+  const find = (term: string, token = s.admin.token, query: Record<string, string> = {}) => s.request('GET', '/search', { token, query: { term, ...query } })
+
+  const prefix = await find('inter')
+  t.equal(prefix.status, 200, prefix.text)
+  t.same(Object.keys(prefix.body).sort(), ['assets', 'projects'])
+  t.same(names(prefix), ['interview draft.wav', 'interview_01.mov', 'interview_secret.mov'], 'prefix matching over names')
+  t.match(prefix.body.assets.find((a: any) => a.id === interview), { project_id: alpha.id, project_name: 'Alpha Documentary', folder: 'day1/cam a', matched: [{ field: 'name', snippet: 'interview_01.mov' }] })
+  t.same(names(await find('"red car"')), ['red car chase.mov'], 'a phrase keeps its word order')
+  t.same(names(await find('car')), ['car red.mov', 'red car chase.mov'])
+  t.same(names(await find('interview -draft')), ['interview_01.mov', 'interview_secret.mov'], 'exclusion')
+  t.same(names(await find('cam')), ['interview_01.mov'], 'folder names are words of the path')
+  t.same(names(await find('prores')), ['interview_01.mov'], 'whitelisted technical properties')
+  t.same(names(await find('yuv422p10le')), [], 'other properties are not indexed')
+  const byClient = await find('client:acme')
+  t.same(names(byClient), ['red car chase.mov'])
+  t.match(byClient.body.assets[0].matched, [{ field: 'custom:client', snippet: 'ACME Corp' }])
+  t.same(names(byClient, 'projects'), [], 'field filters apply to projects too (Globex is no match)')
+  t.same(names(await find('client:globex'), 'projects'), ['Alpha Documentary'])
+  t.same(names(await find('reel_name:a00')), ['interview_01.mov', 'interview_secret.mov'], 'a whitelisted property as field:value')
+  t.same(names(await find('savanna'), 'projects'), ['Alpha Documentary'], 'project descriptions')
+  t.same(names(await find('acme')), ['red car chase.mov'], 'custom values are words too')
+
+  // filters
+  t.same(names(await find('interview', s.admin.token, { type: 'audio' })), ['interview draft.wav'])
+  t.same(names(await find('interview', s.admin.token, { project_id: String(beta.id) })), ['interview_secret.mov'])
+  t.same(names(await find('car', s.admin.token, { folder: 'day1' })), ['red car chase.mov'])
+  t.same(names(await find('inter', s.admin.token, { created_after: '2000-01-01', created_before: '2000-01-02' })), [])
+
+  // access: the filter is in the statement, so a page of one still finds the readable row below unreadable ones
+  t.same(names(await find('inter', reader.token)), ['interview draft.wav', 'interview_01.mov'])
+  const newer = await asset(s, beta.id, 'interview_newest.mov')
+  const one = await find('interview', reader.token, { per_page: '1' })
+  t.same(names(one), ['interview draft.wav'], 'the newest readable row, not an empty page')
+  t.same(names(await find('inter', stranger.token)), [])
+  t.same(names(await find('alpha', stranger.token), 'projects'), [])
+  assertProblem(t, await s.request('GET', '/search', { query: { term: 'x' } }), 401)
+
+  // keyset paging walks every match once
+  const seen: number[] = []
+  let after: string | undefined
+  for (let i = 0; i < 10; i++) {
+    const page = await find('inter', s.admin.token, { per_page: '2', ...(after ? { after } : {}) })
+    seen.push(...page.body.assets.map((a: any) => a.id))
+    after = page.headers.get('x-next-after') ?? undefined
+    if (!after) break
+  }
+  t.same(seen, [newer, secret, draft, interview], 'newest first, each once')
+  const second = await find('inter', s.admin.token, { per_page: '2', page: '2' })
+  t.same(second.body.assets.map((a: any) => a.id), [draft, interview], 'offset pages agree')
+
+  // bad input: 422, never 500
+  for (const [query, params] of [
+    [{ term: 'x'.repeat(501) }, ['term']],
+    [{ term: '"unbalanced' }, ['term']],
+    [{ term: 'nosuchfield:x' }, ['term']],
+    [{ term: 'pixel_format:yuv' }, ['term']],
+    [{ term: '-only' }, ['term']],
+    [{ term: 'a', type: 'hologram' }, ['type']],
+    [{ term: 'a', created_after: 'last week' }, ['created_after']],
+    [{ term: 'a', after: 'garbage' }, ['after']],
+    [{ term: 'a', project_id: 'x' }, ['project_id']],
+    [{}, ['term']],
+  ] as Array<[Record<string, string>, string[]]>)
+    assertProblem(t, await s.request('GET', '/search', { token: s.user.token, query }), 422, params)
+  t.equal((await find('"' + 'x'.repeat(10) + '" a* (b) ^c OR NOT d:* \'e\' f&g|h!')).status, 422, 'operator characters are words, never syntax (d: is a field)')
+  t.equal((await find('a* (b) ^c OR NOT \'e\' f&g|h! <-> "NEAR"')).status, 200, 'FTS and tsquery operators are taken as words')
+
+  // the index follows changes in the same transaction
+  await s.runtime.db.knex('assets').where({ id: chase }).update({ name: 'pursuit.mov', path: 'day1/pursuit.mov' })
+  t.same(names(await find('pursuit')), ['pursuit.mov'])
+  t.same(names(await find('chase')), [])
+  await s.request('PUT', `/assets/${chase}/update_metadata`, { token: s.user.token, json: { custom_metadata: { client: 'Initech' } } })
+  t.same(names(await find('client:acme')), [])
+  t.same(names(await find('initech')), ['pursuit.mov'])
+  const fieldId = (await s.runtime.db.knex('custom_metadata_fields').where({ name: 'client' }).first('id')).id
+  t.equal((await s.request('PUT', `/custom_metadata_fields/${fieldId}`, { token: s.admin.token, json: { name: 'customer' } })).status, 200)
+  t.same(names(await find('customer:init')), ['pursuit.mov'], 'a renamed field is found by its new name')
+  assertProblem(t, await find('client:initech'), 422, ['term'])
+  await s.runtime.db.knex('projects').where({ id: beta.id }).update({ name: 'Gamma Spot' })
+  t.same(names(await find('gamma'), 'projects'), ['Gamma Spot'])
+  await s.runtime.db.knex('assets').where({ id: secret }).delete()
+  t.same(names(await find('secret')), [])
+  // a project in the trash drops out
+  t.equal((await s.request('DELETE', `/projects/${beta.id}`, { token: s.admin.token })).status, 200)
+  t.same(names(await find('interview')), ['interview draft.wav', 'interview_01.mov'])
+})
