@@ -372,7 +372,7 @@ export class LibraryIngestService {
     const folder = path.posix.dirname(seen.path)
     const uid = await packageUidOf(path.join(dir, ...seen.path.split('/')))
     const stem = path.posix.basename(seen.path).split('.')[0]
-    return `${folder}\u0000${uid ? `package:${uid}` : `stem:${stem}`}`.slice(0, 300)
+    return `${folder}|${uid ? `package:${uid}` : `stem:${stem}`}`.slice(0, 300)
   }
 
   /** waiting files unchanged for `stable_seconds`, in groups every member of which is stable */
@@ -383,7 +383,7 @@ export class LibraryIngestService {
     const groups = new Map<string, Row[]>()
     for (const row of rows) {
       if (!present.has(row.path)) continue
-      const key = row.group_key ?? `file\u0000${row.path}`
+      const key = row.group_key ?? `file|${row.path}`
       groups.set(key, [...(groups.get(key) ?? []), row])
     }
     return [...groups.values()].filter((members) => members.every((r) => r.state === 'waiting' && now.getTime() - time(r.stable_since) >= stableMs))
