@@ -10,10 +10,12 @@ import { registerStrategyRoutes } from './routes.js'
 import { registerArchiveRoutes } from './project-routes.js'
 import { ArchiveJob, defineCopyJobs, defineStrategyJobs } from './jobs.js'
 import { CopyService } from './copies.js'
+import { StrategyRuns } from './runs.js'
 import { registerCopyRoutes } from './copy-routes.js'
 export { strategyServices } from './refs.js'
 export { StrategyService } from './strategies.js'
 export { ArchiveService } from './archive.js'
+export { StrategyRuns, RUNNABLE_KINDS, type RunnableKind, type ProjectRun } from './runs.js'
 export { Strategy, ArchiveState, ArchiveFile, StrategyCopy } from './entities.js'
 
 import { conflict, coreServices, definePlugin, sqliteFile } from '../../core/index.js'
@@ -46,6 +48,7 @@ export const strategiesPlugin = definePlugin({
       const db = r(coreServices.db)
       return new CopyService(r(coreServices.knex), db.dialect, r(strategyServices.strategies), r(projectServices.service), api.config.databaseUrl, sqliteFile(api.config.dataDir, api.config.databaseUrl))
     })
+    api.provide(strategyServices.runs, (r) => new StrategyRuns(r(coreServices.knex), r(coreServices.jobs), r(strategyServices.archives), r(strategyServices.strategies), r(projectServices.service), r(projectServices.guards), () => r(coreServices.em)))
     registerStrategyRoutes(api)
     registerCopyRoutes(api)
     defineCopyJobs(api)

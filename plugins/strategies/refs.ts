@@ -1,6 +1,7 @@
 import type { ArchiveService } from './archive.js'
 import type { StrategyService } from './strategies.js'
 import type { CopyService } from './copies.js'
+import type { StrategyRuns } from './runs.js'
 
 import { createServiceRef } from '../../core/index.js'
 /** The strategies plugin's services, for plugins that list `strategies` in their dependsOn. */
@@ -11,4 +12,6 @@ export const strategyServices = {
   archives: createServiceRef<ArchiveService>('strategies.archives'),
   /** copy-to, project backups and database backups */
   copies: createServiceRef<CopyService>('strategies.copies'),
+  /** starting archive, backup, copy-to (and tier) jobs on projects, for requests and unattended runs (schedules) */
+  runs: createServiceRef<StrategyRuns>('strategies.runs'),
 } as const
