@@ -5,6 +5,7 @@ import t from 'tap'
 import { assertProblem, createProject, databaseKinds, onEachDatabase, scratchDatabase, startTestServer, waitFor, type TestServer } from '../../../core/testing/index.js'
 import type { Scheduler } from '../../../plugins/schedules/index.js'
 import { nextRuns } from '../../../plugins/schedules/index.js'
+import { column } from '../../../core/index.js'
 import { diskStrategy, targetRoot } from '../strategies/fixtures.js'
 
 const dir = await targetRoot(t)
@@ -47,7 +48,7 @@ onEachDatabase(
     t.same(sc.next_runs, expected, 'the next three run times are shown')
     t.match(new Date(sc.next_run_at).getUTCHours(), /^(6|7)$/, '02:30 New York is 06:30 or 07:30 UTC')
     const row = await knex(s)('schedules').where({ id: sc.id }).first()
-    t.equal(new Date(typeof row.next_run_at === 'object' ? row.next_run_at : Number(row.next_run_at)).toISOString(), expected[0], 'next_run_at stored')
+    t.equal(column.date(row.next_run_at)!.toISOString(), expected[0], 'next_run_at stored')
 
     // invalid input: 422 naming the parameter, nothing written
     const bad = async (schedule: Record<string, unknown>, params: string[]) => {
