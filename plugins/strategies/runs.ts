@@ -2,7 +2,7 @@ import type { ProjectGuards, ProjectService } from '../projects/index.js'
 import { Project } from '../projects/index.js'
 import type { ArchiveService, StateRow } from './archive.js'
 import type { StrategyService } from './strategies.js'
-import { ArchiveJob, BackupJob, CopyJob } from './jobs.js'
+import { ArchiveJob, BackupJob, CopyJob, TierJob } from './jobs.js'
 
 import { MamError, conflict, type EntityManager, type JobRow, type JobService, type Knex } from '../../core/index.js'
 
@@ -14,7 +14,7 @@ export type RunnableKind = (typeof RUNNABLE_KINDS)[number]
 export type ProjectRun = { project_id: number; job_id: number } | { project_id: number; skipped: string }
 
 /** the job types whose run on a project must not overlap with another of the same kind */
-const JOB_OF: Record<RunnableKind, string> = { archive: ArchiveJob.type, backup: BackupJob.type, project_copy_to: CopyJob.type }
+const JOB_OF: Record<RunnableKind | 'tier', string> = { archive: ArchiveJob.type, backup: BackupJob.type, project_copy_to: CopyJob.type, tier: TierJob.type }
 
 /**
  * Starting strategy jobs on projects, for the request routes and for unattended runs (schedules):
@@ -42,7 +42,7 @@ export class StrategyRuns {
   }
 
   /** the queued or running job of this kind on the project, if any */
-  async activeJob(kind: RunnableKind, projectId: number): Promise<number | null> {
+  async activeJob(kind: RunnableKind | 'tier', projectId: number): Promise<number | null> {
     const row = await this.knex('jobs').where({ type: JOB_OF[kind], project_id: projectId }).whereIn('state', ['queued', 'running']).first('id')
     return row ? Number(row.id) : null
   }
