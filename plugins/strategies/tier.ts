@@ -130,6 +130,8 @@ export class TierService {
     const target = new DiskTarget(staging)
     let files = 0
     let bytes = 0
+    let total = 0
+    for await (const e of tree(source)) if (e.kind === 'file') total++
     for await (const e of tree(source)) {
       ctx.signal.throwIfAborted()
       const to = path.join(staging, ...e.path.split('/'))
@@ -144,6 +146,7 @@ export class TierService {
           await verify(target, e.path, sums, 'fingerprint', ctx.signal)
           files++
           bytes += sums.size
+          ctx.progress(files / Math.max(1, total))
         } finally {
           await opened.close()
         }
