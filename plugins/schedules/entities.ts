@@ -15,6 +15,7 @@ export class Schedule extends BaseEntity {
   timeZone!: string
   strategyType!: string
   strategyId: number | null = null
+  storage: string | null = null
   selection!: unknown
   enabled: Opt<boolean> = true
   userId: number | null = null
@@ -35,6 +36,7 @@ export const ScheduleSchema = new EntitySchema<Schedule, BaseEntity>({
     timeZone: { type: 'string', length: 64 },
     strategyType: { type: 'string', length: 40 },
     strategyId: { kind: 'm:1', entity: () => Strategy, mapToPk: true, fieldName: 'strategy_id', nullable: true, deleteRule: 'set null', index: true },
+    storage: { type: 'string', length: 64, nullable: true },
     selection: { type: 'json' },
     enabled: { type: 'boolean', default: true },
     userId: { kind: 'm:1', entity: () => User, mapToPk: true, fieldName: 'user_id', nullable: true, deleteRule: 'set null', index: true },

@@ -21,7 +21,7 @@ const Settings = Type.Object(
   { default: {} },
 )
 
-/** Schedules (§4.22): cron expressions in a time zone that run archive, backup and copy-to strategies on a selection of projects. */
+/** Schedules (§4.22): cron expressions in a time zone that run archive, backup and copy-to strategies, or move projects to another storage, on a selection of projects. */
 export const schedulesPlugin = definePlugin({
   name: 'schedules',
   title: 'Schedules',
@@ -32,7 +32,7 @@ export const schedulesPlugin = definePlugin({
   entities: scheduleEntities,
   settings: Settings,
   register(api) {
-    api.provide(scheduleServices.service, (r) => new ScheduleService(r(coreServices.knex), r(strategyServices.strategies)))
+    api.provide(scheduleServices.service, (r) => new ScheduleService(r(coreServices.knex), r(strategyServices.strategies), r(coreServices.storages)))
     api.provide(
       scheduleServices.scheduler,
       (r) => new Scheduler(r(coreServices.knex), r(scheduleServices.service), () => r(strategyServices.runs), r(coreServices.features), api.log, () => api.settings().tickMs),

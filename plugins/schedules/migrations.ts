@@ -10,10 +10,12 @@ export const migrations: Migration[] = [
         t.string('cron', 200).notNullable()
         /** IANA name the cron expression is read in */
         t.string('time_zone', 64).notNullable()
-        /** archive, backup, project_copy_to */
+        /** archive, backup, project_copy_to, tier */
         t.string('strategy_type', 40).notNullable()
         /** null once the strategy was deleted: the schedule stays and its runs fail saying so */
         t.integer('strategy_id').references('strategies.id').onDelete('SET NULL')
+        /** tier: the named storage the selected projects move to */
+        t.string('storage', 64)
         t.json('selection').notNullable()
         t.boolean('enabled').notNullable().defaultTo(true)
         /** the administrator whose jobs the runs queue */

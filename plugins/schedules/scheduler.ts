@@ -97,9 +97,10 @@ export class Scheduler {
     let outcomes: ProjectRun[] = []
     let error: string | null = null
     try {
-      if (s.strategy_id === null) throw new Error(`the ${s.strategy_type.replace(/_/g, ' ')} strategy of this schedule was deleted`)
+      if (s.strategy_type !== 'tier' && s.strategy_id === null) throw new Error(`the ${s.strategy_type.replace(/_/g, ' ')} strategy of this schedule was deleted`)
       const projects = await this.schedules.selectProjects(s.selection, now)
-      outcomes = await this.runs().runOn(s.strategy_type, s.strategy_id, projects, s.user_id)
+      const target = s.strategy_type === 'tier' ? { storage: s.storage ?? '' } : { strategyId: s.strategy_id! }
+      outcomes = await this.runs().runOn(s.strategy_type, target, projects, s.user_id)
     } catch (err) {
       error = (err as Error).message
       this.log.warn({ err, schedule: s.id }, 'schedules: run failed')

@@ -25,6 +25,8 @@ export const ScheduleFields = Type.Object(
     time_zone: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
     strategy_type: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })),
     strategy_id: Type.Optional(IdParam),
+    /** tier: the named storage the projects move to (instead of a strategy) */
+    storage: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
     selection: Type.Optional(Selection),
     enabled: Type.Optional(Type.Boolean()),
   },

@@ -3,7 +3,7 @@ import type { Static } from 'typebox'
 import { RUNNABLE_KINDS, type RunnableKind, type StrategyService } from '../strategies/index.js'
 import type { Selection, ScheduleFields } from './schemas.js'
 
-import { MamError, column, conflict, invalid, isUniqueViolation, iso, notFound, type Knex, type ParamError } from '../../core/index.js'
+import { MamError, column, conflict, invalid, isUniqueViolation, iso, notFound, type Knex, type ParamError, type StorageRegistry } from '../../core/index.js'
 
 export type ScheduleSelection = Static<typeof Selection>
 export type ScheduleInputFields = Static<typeof ScheduleFields>
@@ -19,6 +19,7 @@ export interface ScheduleRow {
   time_zone: string
   strategy_type: RunnableKind
   strategy_id: number | null
+  storage: string | null
   selection: ScheduleSelection
   enabled: boolean
   user_id: number | null
@@ -40,6 +41,7 @@ const fromDb = (r: any): ScheduleRow => ({
   time_zone: r.time_zone,
   strategy_type: r.strategy_type,
   strategy_id: column.intOrNull(r.strategy_id),
+  storage: r.storage ?? null,
   selection: column.json(r.selection, {}),
   enabled: column.bool(r.enabled),
   user_id: column.intOrNull(r.user_id),
@@ -83,6 +85,7 @@ export class ScheduleService {
   constructor(
     private readonly knex: Knex,
     private readonly strategies: StrategyService,
+    private readonly storages: StorageRegistry,
   ) {}
 
   async list(): Promise<ScheduleRow[]> {
@@ -132,7 +135,7 @@ export class ScheduleService {
     const need = (name: keyof ScheduleInputFields) => {
       if (!current && f[name] === undefined) errors.push({ param: `schedule[${name}]`, message: 'is required' })
     }
-    ;(['name', 'cron', 'strategy_type', 'strategy_id', 'selection'] as const).forEach(need)
+    ;(['name', 'cron', 'strategy_type', 'selection'] as const).forEach(need)
 
     if (f.name !== undefined) {
       const name = f.name.normalize('NFC').trim()
@@ -164,15 +167,29 @@ export class ScheduleService {
         errors.push({ param: 'schedule[strategy_type]', message: `must be one of ${RUNNABLE_KINDS.join(', ')}` })
       }
     }
-    const strategyId = f.strategy_id ?? current?.strategy_id ?? undefined
-    if (kind && strategyId !== undefined && (f.strategy_id !== undefined || f.strategy_type !== undefined)) {
-      const found = await this.strategies.get(kind, strategyId).catch((err) => {
-        if (err instanceof MamError && err.code === 'not_found') return null
-        throw err
-      })
-      if (!found) errors.push({ param: 'schedule[strategy_id]', message: `is not a known ${kind.replace(/_/g, ' ')} strategy` })
-      else out.strategy_id = strategyId
-    }
+    if (kind === 'tier') {
+      // a tier moves projects to a storage; it has no strategy
+      const storage = f.storage ?? current?.storage ?? undefined
+      if (f.strategy_id !== undefined) errors.push({ param: 'schedule[strategy_id]', message: 'a tier takes no strategy; name the storage (schedule[storage])' })
+      if (storage === undefined) errors.push({ param: 'schedule[storage]', message: 'is required for a tier: the storage the projects move to' })
+      else if (!this.storages.list().some((st) => st.name === storage)) errors.push({ param: 'schedule[storage]', message: `is not a configured storage (known: ${this.storages.list().map((st) => st.name).join(', ')})` })
+      else out.storage = storage
+      out.strategy_id = null
+    } else if (kind) {
+      const strategyId = f.strategy_id ?? current?.strategy_id ?? undefined
+      if (f.storage !== undefined) errors.push({ param: 'schedule[storage]', message: 'is for tier schedules only' })
+      if (strategyId === undefined) {
+        if (!current || f.strategy_type !== undefined) errors.push({ param: 'schedule[strategy_id]', message: 'is required' })
+      } else if (f.strategy_id !== undefined || f.strategy_type !== undefined) {
+        const found = await this.strategies.get(kind, strategyId).catch((err) => {
+          if (err instanceof MamError && err.code === 'not_found') return null
+          throw err
+        })
+        if (!found) errors.push({ param: 'schedule[strategy_id]', message: `is not a known ${kind.replace(/_/g, ' ')} strategy` })
+        else out.strategy_id = strategyId
+      }
+      out.storage = null
+    } else if (!current && f.strategy_id === undefined && f.strategy_type === undefined) errors.push({ param: 'schedule[strategy_id]', message: 'is required' })
 
     if (f.selection !== undefined) {
       await this.checkSelection(f.selection, errors)
@@ -246,6 +263,7 @@ export class ScheduleService {
       time_zone: s.time_zone,
       strategy_type: s.strategy_type,
       strategy_id: s.strategy_id,
+      storage: s.storage,
       selection: s.selection,
       enabled: s.enabled,
       user_id: s.user_id,

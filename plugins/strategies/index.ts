@@ -17,7 +17,7 @@ import { registerCopyRoutes } from './copy-routes.js'
 export { strategyServices } from './refs.js'
 export { StrategyService } from './strategies.js'
 export { ArchiveService } from './archive.js'
-export { StrategyRuns, RUNNABLE_KINDS, type RunnableKind, type ProjectRun } from './runs.js'
+export { StrategyRuns, RUNNABLE_KINDS, type RunnableKind, type ProjectRun, type RunTarget } from './runs.js'
 export { Strategy, ArchiveState, ArchiveFile, StrategyCopy } from './entities.js'
 
 import { conflict, coreServices, definePlugin, sqliteFile } from '../../core/index.js'
@@ -50,7 +50,7 @@ export const strategiesPlugin = definePlugin({
       const db = r(coreServices.db)
       return new CopyService(r(coreServices.knex), db.dialect, r(strategyServices.strategies), r(projectServices.service), api.config.databaseUrl, sqliteFile(api.config.dataDir, api.config.databaseUrl))
     })
-    api.provide(strategyServices.runs, (r) => new StrategyRuns(r(coreServices.knex), r(coreServices.jobs), r(strategyServices.archives), r(strategyServices.strategies), r(projectServices.service), r(projectServices.guards), () => r(coreServices.em)))
+    api.provide(strategyServices.runs, (r) => new StrategyRuns(r(coreServices.knex), r(coreServices.jobs), r(strategyServices.archives), r(strategyServices.strategies), r(projectServices.service), r(projectServices.guards), () => r(coreServices.em), r(strategyServices.tier), r(coreServices.storages)))
     api.provide(strategyServices.tier, (r) => new TierService(r(coreServices.knex), r(coreServices.storages), r(projectServices.storageJournal), r(strategyServices.archives), r(projectServices.service), r(projectServices.guards)))
     registerStrategyRoutes(api)
     registerTierRoutes(api)

@@ -257,3 +257,31 @@ for (const db of databaseKinds()) {
     t.ok(new Date(shown.next_run_at).getTime() - Date.now() <= 3_600_000, 'within the hour')
   })
 }
+
+onEachDatabase(
+  t,
+  'tier schedules: a storage instead of a strategy; a run queues moves, skipping frozen projects',
+  async (t, s) => {
+    const backup = await diskStrategy(s, 'backup_strategies', path.join(dir, `${s.db}-tier`))
+    const a = await createProject(s, s.user, 'Tier A')
+    const frozen = await createProject(s, s.user, 'Tier frozen')
+    t.equal((await s.request('PUT', `/projects/${frozen.id}/freeze`, { token: s.user.token })).status, 200)
+    const body = { name: 'To slow disks', cron: '0 1 * * 6', strategy_type: 'tier', selection: { project_ids: [a.id, frozen.id] } }
+    const bad = async (schedule: Record<string, unknown>, params: string[]) =>
+      assertProblem(t, await s.request('POST', '/schedules', { token: s.admin.token, json: { schedule: { ...body, ...schedule } } }), 422, params)
+    await bad({}, ['schedule[storage]'])
+    await bad({ storage: 'tape' }, ['schedule[storage]'])
+    await bad({ storage: 'slow', strategy_id: backup.id }, ['schedule[strategy_id]'])
+    await bad({ strategy_type: 'backup', strategy_id: backup.id, storage: 'slow' }, ['schedule[storage]'])
+    const sc = await makeSchedule(s, { ...body, storage: 'slow' })
+    t.match(sc, { strategy_type: 'tier', storage: 'slow', strategy_id: null })
+    await overdue(s, sc.id, 1000)
+    t.same((await scheduler(s).tick()).ran, [sc.id])
+    const run = (await s.request('GET', `/schedules/${sc.id}`, { token: s.admin.token })).body.schedule.runs[0]
+    t.match(run, { status: 'partial', queued: 1, skipped: 1 })
+    t.match(run.outcomes.find((o: any) => o.project_id === frozen.id), { skipped: /frozen/ })
+    const job = await knex(s)('jobs').where({ type: 'strategies.tier', project_id: a.id }).first('payload')
+    t.same(typeof job.payload === 'string' ? JSON.parse(job.payload) : job.payload, { projectId: a.id, storage: 'slow' })
+  },
+  { runJobs: false, config: { plugins: { strategies: { roots: [dir] }, schedules: { tickMs: 0 }, storage: { storages: { slow: path.join(dir, 'slow-storage') } } } } },
+)
