@@ -67,8 +67,9 @@ export class Scheduler {
     for (const row of due) {
       const s = (await this.schedules.get(Number(row.id)).catch(() => null)) as ScheduleRow | null
       if (!s || !(await this.claim(s, row.next_run_at, now))) continue
-      await this.fire(s, now)
       ran.push(s.id)
+      // one schedule's failure (deleted while it fired, the database away) must not hold up the others
+      await this.fire(s, now).catch((err) => this.log.error({ err, schedule: s.id }, 'schedules: a run could not be recorded'))
     }
     return { ran }
   }
