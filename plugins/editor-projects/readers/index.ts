@@ -40,6 +40,14 @@ export function assertReadable(name: string) {
     throw new UnsupportedProjectFile(`${name} is not an editing-suite project file this server reads (Premiere .prproj, Resolve .drp, FCPXML .fcpxml, Final Cut Pro 7 .xml, AAF .aaf)`, 415)
 }
 
+/** refuses (413) a file over the limits before anything of it is read */
+export function assertSize(name: string, size: number, limits: Pick<ReadLimits, 'maxFileBytes' | 'maxContainerBytes'>) {
+  const ext = extensionOf(name)
+  if (size > limits.maxFileBytes) throw new ProjectFileError(`the project file is ${size} bytes, more than the ${limits.maxFileBytes} bytes this server reads (limit maxFileBytes)`, 413)
+  if ((ext === '.drp' || ext === '.aaf') && size > limits.maxContainerBytes)
+    throw new ProjectFileError(`${ext} files are read whole into memory; this one is ${size} bytes, more than the ${limits.maxContainerBytes} bytes allowed (limit maxContainerBytes)`, 413)
+}
+
 /** counts decompressed bytes and stops at the limit */
 class Expansion {
   private bytes = 0
@@ -90,13 +98,11 @@ class SniffingHandler implements XmlHandler {
  */
 export async function readProjectFile(file: string, name: string, size: number, limits: ReadLimits): Promise<ProjectReading> {
   assertReadable(name)
+  assertSize(name, size, limits)
   const ext = extensionOf(name)
-  if (size > limits.maxFileBytes) throw new ProjectFileError(`the project file is ${size} bytes, more than the ${limits.maxFileBytes} bytes this server reads (limit maxFileBytes)`, 413)
-  const container = ext === '.drp' || ext === '.aaf'
-  if (container && size > limits.maxContainerBytes)
-    throw new ProjectFileError(`${ext} files are read whole into memory; this one is ${size} bytes, more than the ${limits.maxContainerBytes} bytes allowed (limit maxContainerBytes)`, 413)
 
   if (ext === '.aaf') return readAaf(await readFile(file), limits)
+ throw new ProjectFileError(`the project file is ${size} bytes, more than the ${limits.maxFileBytes} bytes this server reads (limit maxFileBytes)`, 413)
 
   if (ext === '.drp') {
     let zip: JSZip
@@ -130,9 +136,14 @@ export async function readProjectFile(file: string, name: string, size: number, 
       } else await scanXml(stream, handler, null)
       return handler.result()
     }
-    const handler = ext === '.fcpxml' ? new FcpxmlHandler(limits) : new SniffingHandler(limits)
-    await scanXml(stream, handler, null)
-    const chosen = handler instanceof SniffingHandler ? handler.chosen : handler
+    if (ext === '.fcpxml') {
+      const fcpxml = new FcpxmlHandler(limits)
+      await scanXml(stream, fcpxml, null)
+      return fcpxml.result()
+    }
+    const sniffing = new SniffingHandler(limits)
+    await scanXml(stream, sniffing, null)
+    const chosen = sniffing.chosen
     if (!chosen) throw new ProjectFileError('the XML file has no root element')
     return chosen.result()
   } finally {
