@@ -82,6 +82,10 @@ class SniffingHandler implements XmlHandler {
     if (root === 'fcpxml') return new FcpxmlHandler(this.limits)
     throw new ProjectFileError(`the XML file's root element is <${root}>, neither Final Cut Pro 7 XML (xmeml) nor FCPXML`)
   }
+  result(): ProjectReading {
+    if (!this.chosen) throw new ProjectFileError('the XML file has no root element')
+    return this.chosen.result()
+  }
   close(name: string) {
     this.chosen?.close(name)
   }
@@ -143,9 +147,7 @@ export async function readProjectFile(file: string, name: string, size: number, 
     }
     const sniffing = new SniffingHandler(limits)
     await scanXml(stream, sniffing, null)
-    const chosen = sniffing.chosen
-    if (!chosen) throw new ProjectFileError('the XML file has no root element')
-    return chosen.result()
+    return sniffing.result()
   } finally {
     stream.destroy()
   }
