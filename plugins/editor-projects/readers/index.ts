@@ -1,5 +1,6 @@
 import { createReadStream } from 'node:fs'
 import { readFile } from 'node:fs/promises'
+import { Readable } from 'node:stream'
 import { StringDecoder } from 'node:string_decoder'
 import { createGunzip } from 'node:zlib'
 import JSZip from 'jszip'
@@ -106,7 +107,6 @@ export async function readProjectFile(file: string, name: string, size: number, 
   const ext = extensionOf(name)
 
   if (ext === '.aaf') return readAaf(await readFile(file), limits)
- throw new ProjectFileError(`the project file is ${size} bytes, more than the ${limits.maxFileBytes} bytes this server reads (limit maxFileBytes)`, 413)
 
   if (ext === '.drp') {
     let zip: JSZip
@@ -119,7 +119,7 @@ export async function readProjectFile(file: string, name: string, size: number, 
     const expansion = new Expansion(limits.maxExpandedBytes)
     const entries = Object.values(zip.files).filter((f) => !f.dir && f.name.toLowerCase().endsWith('.xml'))
     if (!entries.some((f) => /(^|\/)project\.xml$/i.test(f.name))) throw new ProjectFileError('the .drp archive has no project.xml: it is not a DaVinci Resolve project')
-    for (const entry of entries.sort((a, b) => a.name.localeCompare(b.name))) await scanXml(entry.nodeStream('nodebuffer') as AsyncIterable<Buffer>, handler, expansion)
+    for (const entry of entries.sort((a, b) => a.name.localeCompare(b.name))) await scanXml(new Readable().wrap(entry.nodeStream('nodebuffer')), handler, expansion)
     return handler.result()
   }
 

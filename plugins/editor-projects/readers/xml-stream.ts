@@ -49,6 +49,7 @@ export class XmlStream {
   end() {
     this.drain(true)
     if (this.buffer.trim()) throw new ProjectFileError('the XML ends inside a tag, comment or section')
+    if (this.depth !== 0) throw new ProjectFileError('the XML ends before its elements are closed (the file is cut short)')
   }
 
   /** elements currently open (0 at the end of a complete document) */
