@@ -1,3 +1,4 @@
+import { setTimeout } from 'node:timers/promises'
 import { IdParams, NoInput, Type, acceptedJob, coreServices, defineJob, definePlugin, permanentError, type RegisterApi } from '../../core/index.js'
 import { Asset, assetServices, withOriginal } from '../assets/index.js'
 import { EditorProjectReadingSchema } from './entities.js'
@@ -30,6 +31,8 @@ const Settings = Type.Object(
 
 const ReadProject = defineJob(READ_JOB, Type.Object({ assetId: Type.Integer({ minimum: 1 }) }))
 const WORKER = new URL('./worker.js', import.meta.url)
+const CLAIM_WAITS = 40
+const CLAIM_WAIT_MS = 50
 
 function registerRoutes(api: RegisterApi) {
   const projects = api.use(editorProjectServices.service)
@@ -62,8 +65,15 @@ function defineReadJob(api: RegisterApi) {
     async handler(ctx) {
       const service = ctx.resolve(editorProjectServices.service)
       const { assetId } = ctx.payload
-      // only the job that claimed the reading does the work (a request that lost the race cancels its own)
-      if (!(await service.ownedBy(assetId, ctx.id))) return { skipped: true }
+      // only the job that claimed the reading does the work (a request that lost the race cancels its own).
+      // The request claims the row just after queueing the job, so a job that starts at once may come
+      // before its claim: it waits for it a little.
+      let owned = false
+      for (let i = 0; i < CLAIM_WAITS && !owned && !ctx.signal.aborted; i++) {
+        owned = Boolean(await service.ownedBy(assetId, ctx.id))
+        if (!owned) await setTimeout(CLAIM_WAIT_MS)
+      }
+      if (!owned) return { skipped: true }
       const asset = await ctx.em.findOne(Asset, assetId, { populate: ['project'] })
       if (!asset || asset.project.deleted) return { skipped: true }
       const settings = api.settings() as EditorProjectSettings
