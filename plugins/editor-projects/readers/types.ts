@@ -52,6 +52,13 @@ export function normalizeMediaPath(raw: string | undefined | null): string | nul
   return p.replace(/^\/([A-Za-z]:\/)/, '$1').replace(/(?!^)\/{2,}/g, '/')
 }
 
+/**
+ * A copy of a string that does not keep the chunk it was cut from alive: V8 implements slices and
+ * concatenations as views of their parent, so a name kept from a 1 MB chunk would pin the chunk,
+ * and a 200 MB project would stay in memory whole through the names taken from it.
+ */
+export const retain = (s: string): string => (s.length > 0 ? Buffer.from(s, 'utf8').toString('utf8') : '')
+
 export const baseName = (p: string) => p.slice(p.lastIndexOf('/') + 1)
 
 /** collects references once per path (or per name for path-less ones), within the entry limit */
@@ -67,7 +74,7 @@ export class MediaCollector {
       return
     }
     if (this.seen.size >= this.limits.maxEntries) throw new TooManyEntries(this.limits.maxEntries)
-    this.seen.set(key, { ...ref })
+    this.seen.set(retain(key), { name: retain(ref.name), path: ref.path && retain(ref.path), relativePath: ref.relativePath && retain(ref.relativePath), size: ref.size })
   }
   list() {
     return [...this.seen.values()]
@@ -99,7 +106,7 @@ export class NameList {
     const n = name?.trim()
     if (!n || this.names.has(n)) return
     if (this.names.size >= this.limits.maxEntries) throw new TooManyEntries(this.limits.maxEntries)
-    this.names.add(n)
+    this.names.add(retain(n))
   }
   list() {
     return [...this.names]

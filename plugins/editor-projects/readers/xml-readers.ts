@@ -1,5 +1,5 @@
 import { PathHandler } from './xml-stream.js'
-import { MediaCollector, NameList, ProjectFileError, baseName, normalizeMediaPath, type ProjectReading, type ReadLimits } from './types.js'
+import { MediaCollector, NameList, ProjectFileError, baseName, normalizeMediaPath, retain, type ProjectReading, type ReadLimits } from './types.js'
 
 /**
  * Handlers for the XML project formats. Each sees the document as a stream (`XmlStream`) and keeps
@@ -18,14 +18,35 @@ export interface ProjectXmlHandler extends PathHandler {
  * adjustment layers) carry a number instead of a path and are left out.
  */
 export class PremiereHandler extends PathHandler implements ProjectXmlHandler {
-  private readonly objects = new Map<string, { kind: string; refs: string[] }>()
-  private readonly roots: string[] = []
-  private current: { key: string; kind: string; refs: string[] } | null = null
-  private readonly sequences = new Map<string, string>()
-  private readonly media = new Map<string, Record<string, string>>()
+  // the object graph in compact form: object keys interned to numbers, edges as pairs in one typed
+  // array (a 200 MB project has ~500k objects; strings and arrays per object would cost gigabytes)
+  private readonly ids = new Map<string, number>()
+  private edges = new Int32Array(1 << 16)
+  private edgeCount = 0
+  private readonly roots: number[] = []
+  private current: { id: number; kind: string } | null = null
+  private readonly sequences = new Map<number, string>()
+  private readonly media = new Map<number, { path: string; relative: string | null }>()
   private fields: Record<string, string> = {}
-  private edges = 0
   private sawRoot = false
+
+  private idOf(key: string) {
+    let id = this.ids.get(key)
+    if (id === undefined) this.ids.set(retain(key), (id = this.ids.size))
+    return id
+  }
+
+  private addEdge(from: number, to: number) {
+    if (this.edgeCount * 2 + 2 > this.edges.length) {
+      if (this.edgeCount > this.limits.maxEntries * 200) throw new ProjectFileError('the Premiere project has too many object references to read')
+      const grown = new Int32Array(this.edges.length * 2)
+      grown.set(this.edges)
+      this.edges = grown
+    }
+    this.edges[this.edgeCount * 2] = from
+    this.edges[this.edgeCount * 2 + 1] = to
+    this.edgeCount++
+  }
 
   constructor(private readonly limits: ReadLimits) {
     super()
@@ -42,20 +63,16 @@ export class PremiereHandler extends PathHandler implements ProjectXmlHandler {
     if (depth === 2) {
       const key = attrs.ObjectID !== undefined ? `i:${attrs.ObjectID}` : attrs.ObjectUID !== undefined ? `u:${attrs.ObjectUID}` : null
       if (key) {
-        this.current = { key, kind: this.path[1], refs: [] }
-        this.objects.set(key, this.current)
+        this.current = { id: this.idOf(key), kind: this.path[1] }
         this.fields = {}
       } else {
         // `<Project ObjectRef="1"/>` at the top: where the project starts
-        if (ref) this.roots.push(ref)
+        if (ref) this.roots.push(this.idOf(ref))
         this.current = null
       }
       return
     }
-    if (ref && this.current) {
-      if (++this.edges > this.limits.maxEntries * 200) throw new ProjectFileError('the Premiere project has too many object references to read')
-      this.current.refs.push(ref)
-    }
+    if (ref && this.current) this.addEdge(this.current.id, this.idOf(ref))
   }
 
   protected collect() {
@@ -68,8 +85,12 @@ export class PremiereHandler extends PathHandler implements ProjectXmlHandler {
   protected override onClose(text: string | undefined) {
     if (text !== undefined && this.current) this.fields[this.path[2]] = text
     if (this.path.length === 2 && this.current) {
-      if (this.current.kind === 'Sequence' && this.fields.Name) this.sequences.set(this.current.key, this.fields.Name)
-      if (this.current.kind === 'Media') this.media.set(this.current.key, this.fields)
+      if (this.current.kind === 'Sequence' && this.fields.Name) this.sequences.set(this.current.id, retain(this.fields.Name))
+      if (this.current.kind === 'Media') {
+        const f = this.fields
+        const path = normalizeMediaPath(f.ActualMediaFilePath) ?? normalizeMediaPath(f.FilePath)
+        if (path) this.media.set(this.current.id, { path: retain(path), relative: f.RelativePath ? retain(f.RelativePath.replace(/\\/g, '/')) : null })
+      }
       if (this.sequences.size + this.media.size > this.limits.maxEntries * 2) throw new ProjectFileError(`the project holds more than ${this.limits.maxEntries} sequences or media`)
       this.current = null
     }
@@ -78,21 +99,28 @@ export class PremiereHandler extends PathHandler implements ProjectXmlHandler {
   result(): ProjectReading {
     if (!this.sawRoot) throw new ProjectFileError('the file is not a Premiere Pro project (no PremiereData root)')
     // what the project still reaches; without a root pointer (hand-trimmed files) everything counts
-    let reachable: Set<string> | null = null
+    let reachable: Uint8Array | null = null
     if (this.roots.length) {
-      reachable = new Set(this.roots)
+      // adjacency in CSR form from the edge pairs, then a walk from the roots
+      const n = this.ids.size
+      const start = new Int32Array(n + 1)
+      for (let e = 0; e < this.edgeCount; e++) start[this.edges[e * 2] + 1]++
+      for (let i = 0; i < n; i++) start[i + 1] += start[i]
+      const targets = new Int32Array(this.edgeCount)
+      const fill = start.slice(0, n)
+      for (let e = 0; e < this.edgeCount; e++) targets[fill[this.edges[e * 2]]++] = this.edges[e * 2 + 1]
+      reachable = new Uint8Array(n)
       const queue = [...this.roots]
-      while (queue.length) for (const next of this.objects.get(queue.pop()!)?.refs ?? []) if (!reachable.has(next)) reachable.add(next), queue.push(next)
+      for (const r of queue) reachable[r] = 1
+      while (queue.length) {
+        const from = queue.pop()!
+        for (let k = start[from]; k < start[from + 1]; k++) if (!reachable[targets[k]]) (reachable[targets[k]] = 1), queue.push(targets[k])
+      }
     }
     const names = new NameList(this.limits)
-    for (const [key, name] of this.sequences) if (!reachable || reachable.has(key)) names.add(name)
+    for (const [id, name] of this.sequences) if (!reachable || reachable[id]) names.add(name)
     const media = new MediaCollector(this.limits)
-    for (const [key, f] of this.media) {
-      if (reachable && !reachable.has(key)) continue
-      const path = normalizeMediaPath(f.ActualMediaFilePath) ?? normalizeMediaPath(f.FilePath)
-      if (!path) continue
-      media.add({ name: baseName(path), path, relativePath: f.RelativePath?.replace(/\\/g, '/') || null, size: null })
-    }
+    for (const [id, m] of this.media) if (!reachable || reachable[id]) media.add({ name: baseName(m.path), path: m.path, relativePath: m.relative, size: null })
     return { format: 'premiere', sequences: names.list(), media: media.list() }
   }
 }
