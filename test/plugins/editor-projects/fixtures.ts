@@ -1,7 +1,9 @@
+import path from 'node:path'
 import { gzipSync } from 'node:zlib'
 import JSZip from 'jszip'
 
-export const NLE = '/work/shared/fixtures/nle'
+/** the shared editing-suite fixtures, beside the checkout (as the markers tests find them) */
+export const NLE = path.resolve(process.cwd(), '../shared/fixtures/nle')
 
 /**
  * A hand-made Premiere Pro project, shaped like a saved `.prproj` (checked against a CC0 project
