@@ -16,6 +16,7 @@ import { customMetadataPlugin } from './custom-metadata/index.js'
 import { searchPlugin } from './search/index.js'
 import { galleriesPlugin } from './galleries/index.js'
 import { schedulesPlugin } from './schedules/index.js'
+import { editorProjectsPlugin } from './editor-projects/index.js'
 
 /** Every feature plugin that ships with mamkit, one per line, in no particular order (the loader sorts them). */
 export const builtinPlugins: PluginDefinition[] = [
@@ -36,6 +37,7 @@ export const builtinPlugins: PluginDefinition[] = [
   searchPlugin,
   galleriesPlugin,
   schedulesPlugin,
+  editorProjectsPlugin,
 ]
 
 export { templatesPlugin, rolesPlugin, identityPlugin, projectsPlugin, statusFlagsPlugin, assetsPlugin, editsPlugin }
@@ -46,3 +48,4 @@ export { transcriptionPlugin }
 export { strategiesPlugin }
 export { galleriesPlugin, customMetadataPlugin, searchPlugin }
 export { schedulesPlugin }
+export { editorProjectsPlugin }
