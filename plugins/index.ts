@@ -15,6 +15,7 @@ import { strategiesPlugin } from './strategies/index.js'
 import { customMetadataPlugin } from './custom-metadata/index.js'
 import { searchPlugin } from './search/index.js'
 import { galleriesPlugin } from './galleries/index.js'
+import { sequencesPlugin } from './sequences/index.js'
 
 /** Every feature plugin that ships with mamkit, one per line, in no particular order (the loader sorts them). */
 export const builtinPlugins: PluginDefinition[] = [
@@ -34,6 +35,7 @@ export const builtinPlugins: PluginDefinition[] = [
   customMetadataPlugin,
   searchPlugin,
   galleriesPlugin,
+  sequencesPlugin,
 ]
 
 export { templatesPlugin, rolesPlugin, identityPlugin, projectsPlugin, statusFlagsPlugin, assetsPlugin, editsPlugin }
