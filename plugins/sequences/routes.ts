@@ -115,7 +115,7 @@ export function registerSequenceRoutes(api: RegisterApi) {
   routes.put('/preditor_sequences/:id', { access: 'authenticated', params: IdParams, input: SequenceInput, wrap: 'preditor_sequence', summary: 'rename, change rate or start timecode, replace markers, remove clips' }, async (ctx) => {
     const input = ctx.input.preditor_sequence ?? {}
     if (input.project_id !== undefined) throw invalidParam(param('project_id'), 'cannot change: a sequence stays in its project')
-    const current = await sequences().writable(ctx.user, ctx.params.id)
+    const current = await sequences().writableNow(ctx.user, ctx.params.id)
     const rate = input.frame_rate === undefined ? undefined : rateParam(input.frame_rate, param('frame_rate'))
     const startRate = rate ?? rateOf(current)
     const dropFrame = input.drop_frame ?? (input.start_timecode !== undefined ? input.start_timecode.includes(';') : Boolean(current.drop_frame))
@@ -127,7 +127,7 @@ export function registerSequenceRoutes(api: RegisterApi) {
   })
 
   routes.delete('/preditor_sequences/:id', { access: 'authenticated', params: IdParams, summary: 'delete a sequence (never its assets)' }, async (ctx) => {
-    await sequences().writable(ctx.user, ctx.params.id)
+    await sequences().writableNow(ctx.user, ctx.params.id)
     const body = await show(await sequences().load(ctx.params.id))
     await sequences().remove(ctx.em, ctx.user, ctx.params.id)
     return body
@@ -157,7 +157,7 @@ export function registerSequenceRoutes(api: RegisterApi) {
   })
 
   routes.post('/preditor_sequences/:id/addasset', { access: 'authenticated', params: IdParams, input: AddAssetInput, summary: 'append a clip of an asset (asset_id, in, out, track, position), checked against its rate and duration' }, async (ctx) => {
-    const row = await sequences().writable(ctx.user, ctx.params.id)
+    const row = await sequences().writableNow(ctx.user, ctx.params.id)
     const rate = rateOf(row)
     const input = ctx.input
     const { asset } = await assets().readable(ctx.em, ctx.user, input.asset_id).catch((err) => {

@@ -138,6 +138,13 @@ export class SequenceService {
     return this.row(id)
   }
 
+  /** writable, and not open by someone else now (423): checked before a request's other checks; `write` checks again in its transaction */
+  async writableNow(principal: Principal, id: number): Promise<SequenceRow> {
+    const row = await this.writable(principal, id)
+    await this.assertNotHeldByOther(this.knex, row, principal)
+    return row
+  }
+
   async load(id: number, trx: Knex = this.knex): Promise<LoadedSequence> {
     const row = await this.row(id, trx)
     const clips = (await trx(CLIPS).where({ sequence_id: id }).orderBy([{ column: 'kind', order: 'desc' }, 'track', 'record_frame', 'id'])).map(normalizeRow) as ClipRow[]
@@ -307,6 +314,7 @@ export class SequenceService {
         await trx(MARKERS).where({ sequence_id: id }).delete()
         await this.insertMarkers(trx, id, input.markers)
       }
+      if (!Object.keys(patch).length) return
       try {
         await trx(SEQUENCES).where({ id }).update(patch)
       } catch (err) {
