@@ -1,5 +1,5 @@
 import path from 'node:path'
-import type { Dialect, Knex } from '../../core/index.js'
+import { escapeLike, type Dialect, type Knex } from '../../core/index.js'
 import type { ProjectService } from '../projects/index.js'
 import { fileNameOf, fileUrl, pathOfUrl, type SequenceClip, type SequenceDoc } from './model.js'
 import type { AssetTiming } from './service.js'
@@ -148,7 +148,7 @@ export class Conformer {
       const rows: AssetRow[] = []
       for (let i = 0; i < stems.length; i += 100) {
         const batch = stems.slice(i, i + 100)
-        rows.push(...(await this.query(projectId).where((q) => batch.forEach((s) => q.orWhere('a.name', 'like', `${s.replace(/[\\%_]/g, (ch) => `\\${ch}`)}.%`))).orderBy('a.id').limit(1000)))
+        rows.push(...(await this.query(projectId).where((q) => batch.forEach((s) => q.orWhereRaw(`a.name like ? escape '\\'`, [`${escapeLike(s)}.%`]))).orderBy('a.id').limit(1000)))
       }
       for (const c of rest()) {
         const hit = rows.find((r) => r.name.slice(0, r.name.lastIndexOf('.')) === c.name)
