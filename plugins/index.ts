@@ -45,3 +45,4 @@ export { platformPlugin }
 export { transcriptionPlugin }
 export { strategiesPlugin }
 export { galleriesPlugin, customMetadataPlugin, searchPlugin }
+export { sequencesPlugin }
