@@ -93,7 +93,7 @@ export const PreditorSequenceClipSchema = new EntitySchema<PreditorSequenceClip,
     url: { type: 'text', nullable: true },
     assetId: { kind: 'm:1', entity: () => Asset, mapToPk: true, fieldName: 'asset_id', nullable: true, deleteRule: 'set null', index: true },
   },
-  indexes: [{ properties: ['sequenceId', 'kind', 'track', 'recordFrame'] }],
+  indexes: [{ name: 'preditor_sequence_clips_timeline_index', properties: ['sequenceId', 'kind', 'track', 'recordFrame'] }],
 })
 
 export const PreditorSequenceMarkerSchema = new EntitySchema<PreditorSequenceMarker, BaseEntity>({

@@ -47,7 +47,8 @@ export const migrations: Migration[] = [
         // null: an offline clip (no MAM asset conformed, or its asset was deleted)
         t.integer('asset_id').references('assets.id').onDelete('SET NULL')
         timestamps(t)
-        t.index(['sequence_id', 'kind', 'track', 'record_frame'])
+        // named: the generated name is longer than PostgreSQL's 63 characters
+        t.index(['sequence_id', 'kind', 'track', 'record_frame'], 'preditor_sequence_clips_timeline_index')
         t.index(['asset_id'])
       })
       await knex.schema.createTable('preditor_sequence_markers', (t) => {
