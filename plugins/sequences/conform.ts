@@ -98,6 +98,15 @@ export class Conformer {
     return out
   }
 
+  /** name, path, type and size of assets by id, for reports */
+  async describe(ids: number[]): Promise<Array<{ id: number; name: string; path: string; type: string; size: number }>> {
+    const out = []
+    const unique = [...new Set(ids)]
+    for (let i = 0; i < unique.length; i += IN_LIST)
+      for (const r of await this.knex('assets').whereIn('id', unique.slice(i, i + IN_LIST)).select('id', 'name', 'path', 'type', 'size')) out.push({ id: Number(r.id), name: r.name, path: r.path, type: r.type, size: Number(r.size) })
+    return out
+  }
+
   private async byColumn(projectId: number, column: string, values: string[]): Promise<AssetRow[]> {
     const out: AssetRow[] = []
     const unique = [...new Set(values)]

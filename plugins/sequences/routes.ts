@@ -11,7 +11,7 @@ import type { SequenceDoc, SequenceMarker, TrackKind } from './model.js'
 import { sequenceServices } from './refs.js'
 import { REPORT_TYPES, buildReport, type ReportAsset, type ReportType } from './report.js'
 import { AddAssetInput, DownloadInput, ImportInput, ListInput, ReportInput, ReportParams, SequenceInput } from './schemas.js'
-import { docOf, offlineJson, rateOf, type LoadedSequence, type SequenceRow } from './service.js'
+import { docOf, normalizeRow, offlineJson, rateOf, type LoadedSequence, type SequenceRow } from './service.js'
 import { canDrop, framesOfTimecode, rateString, type Rate } from './time.js'
 
 const MAX_FILE_BYTES = 20 * 1024 * 1024
@@ -84,10 +84,9 @@ export function registerSequenceRoutes(api: RegisterApi) {
 
   routes.get('/preditor_sequences', { access: 'authenticated', input: ListInput, summary: 'the sequences you may read (of one project with project_id), paged' }, async (ctx) => {
     const rows = (await paginate(ctx, sequences().listQuery(ctx.user, ctx.input.project_id), ctx.input, { orderBy: ['name', 'id'], total: true })) as unknown as SequenceRow[]
-    const ids = rows.map((r) => Number(r.id))
-    const counts = await sequences().counts(ids)
-    const usernames = await sequences().usernames(rows.map((r) => (r.locked_by_id === null ? null : Number(r.locked_by_id))))
-    const list = await Promise.all(ids.map((id) => sequences().row(id)))
+    const list = rows.map((r) => normalizeRow(r))
+    const counts = await sequences().counts(list.map((r) => r.id))
+    const usernames = await sequences().usernames(list.map((r) => r.locked_by_id))
     return { preditor_sequences: list.map((row) => sequences().serialize({ row }, { usernames, counts: counts.get(row.id) })) }
   })
 
@@ -121,8 +120,7 @@ export function registerSequenceRoutes(api: RegisterApi) {
     const dropFrame = input.drop_frame ?? (input.start_timecode !== undefined ? input.start_timecode.includes(';') : Boolean(current.drop_frame))
     const start = input.start_timecode === undefined ? undefined : startParam(input.start_timecode, startRate, dropFrame, param('start_timecode'))
     const markers = input.markers === undefined ? undefined : markersParam(input.markers)
-    await sequences().update(ctx.user, ctx.params.id, { name: input.name, rate, dropFrame: input.drop_frame ?? (input.start_timecode !== undefined ? dropFrame && canDrop(startRate) : undefined), start, markers, removeClipIds: input.remove_clip_ids }, param)
-    if (input.width !== undefined || input.height !== undefined) await sequences().write(ctx.user, ctx.params.id, (trx) => trx('preditor_sequences').where({ id: ctx.params.id }).update({ ...(input.width !== undefined ? { width: input.width } : {}), ...(input.height !== undefined ? { height: input.height } : {}) }))
+    await sequences().update(ctx.user, ctx.params.id, { name: input.name, rate, dropFrame: input.drop_frame ?? (input.start_timecode !== undefined ? dropFrame && canDrop(startRate) : undefined), start, width: input.width, height: input.height, markers, removeClipIds: input.remove_clip_ids }, param)
     return show(await sequences().load(ctx.params.id))
   })
 
@@ -271,9 +269,9 @@ export function registerSequenceRoutes(api: RegisterApi) {
       const s = job.resolve(sequenceServices.service)
       const c = job.resolve(sequenceServices.conformer)
       // a sequence imported from this file is the parsed form; else the file is read now
-      const imported = await job.resolve(coreServices.knex)('preditor_sequences').where({ source_asset_id: asset.id }).orderBy('id', 'desc').first('id')
+      const imported = await s.importedFrom(asset.id)
       let doc: SequenceDoc
-      if (imported) doc = docOf(await s.load(Number(imported.id)))
+      if (imported) doc = docOf(await s.load(imported))
       else {
         if (asset.size > MAX_FILE_BYTES) throw permanentError(`asset ${asset.id} is ${asset.size} bytes; sequence files of at most ${MAX_FILE_BYTES} are read`)
         const text = await withOriginal(job, asset as Asset, async (o) => (await o.handle.readFile()).toString('utf8'))
@@ -287,12 +285,9 @@ export function registerSequenceRoutes(api: RegisterApi) {
           throw err
         }
       }
-      const ids = [...new Set(doc.clips.flatMap((cl) => (cl.assetId ? [cl.assetId] : [])))]
       const rows = new Map<number, ReportAsset>()
-      const knex = job.resolve(coreServices.knex)
+      for (const r of await c.describe(doc.clips.flatMap((cl) => (cl.assetId ? [cl.assetId] : [])))) rows.set(r.id, { ...r, custom: {} })
       const metadataOn = job.resolve(coreServices.features).isActive(CUSTOM_METADATA)
-      for (let i = 0; i < ids.length; i += 500)
-        for (const r of await knex('assets').whereIn('id', ids.slice(i, i + 500)).select('id', 'name', 'path', 'type', 'size')) rows.set(Number(r.id), { id: Number(r.id), name: r.name, path: r.path, type: r.type, size: Number(r.size), custom: {} })
       if (metadataOn && job.payload.type === 'music_cue_sheet') {
         const values = job.resolve(customMetadataServices.values)
         for (const r of rows.values()) {

@@ -67,7 +67,7 @@ export interface LoadedSequence {
 
 const now = () => new Date()
 export const rateOf = (row: Pick<SequenceRow, 'rate_num' | 'rate_den'>): Rate => ({ num: Number(row.rate_num), den: Number(row.rate_den) })
-const normalizeRow = <T extends Record<string, any>>(row: T): T => {
+export const normalizeRow = <T extends Record<string, any>>(row: T): T => {
   for (const k of ['id', 'project_id', 'rate_num', 'rate_den', 'start_frame', 'width', 'height', 'locked_by_id', 'source_asset_id', 'created_by_id', 'sequence_id', 'track', 'record_frame', 'source_in', 'source_out', 'source_start', 'asset_id', 'frame', 'duration'])
     if (k in row && row[k] !== null) (row as any)[k] = Number(row[k])
   return row
@@ -156,6 +156,12 @@ export class SequenceService {
     let q = this.knex(SEQUENCES).select('*')
     if (projectId !== undefined) q = q.where({ project_id: projectId })
     return this.rights.scope(q, principal, PREDITOR_SEQUENCE.type, 'id')
+  }
+
+  /** the newest sequence imported from this asset's file (sequence reports read it instead of the file) */
+  async importedFrom(assetId: number): Promise<number | null> {
+    const row = await this.knex(SEQUENCES).where({ source_asset_id: assetId }).orderBy('id', 'desc').first('id')
+    return row ? Number(row.id) : null
   }
 
   /** clip and marker counts of a page of sequences, in two grouped queries */
@@ -286,7 +292,7 @@ export class SequenceService {
     })
   }
 
-  async update(principal: Principal, id: number, input: { name?: string; start?: number; dropFrame?: boolean; rate?: Rate; markers?: SequenceMarker[]; removeClipIds?: number[] }, param: (f: string) => string) {
+  async update(principal: Principal, id: number, input: { name?: string; start?: number; dropFrame?: boolean; rate?: Rate; width?: number | null; height?: number | null; markers?: SequenceMarker[]; removeClipIds?: number[] }, param: (f: string) => string) {
     await this.write(principal, id, async (trx, row) => {
       const patch: Record<string, unknown> = {}
       if (input.name !== undefined) {
@@ -306,6 +312,8 @@ export class SequenceService {
         patch.drop_frame = input.dropFrame
       } else if (input.rate && !canDrop(rate)) patch.drop_frame = false
       if (input.start !== undefined) patch.start_frame = input.start
+      if (input.width !== undefined) patch.width = input.width
+      if (input.height !== undefined) patch.height = input.height
       if (input.removeClipIds?.length) {
         const removed = await trx(CLIPS).where({ sequence_id: id }).whereIn('id', input.removeClipIds).delete()
         if (removed !== new Set(input.removeClipIds).size) throw invalidParam(param('remove_clip_ids'), 'names a clip that is not in this sequence')

@@ -82,9 +82,9 @@ onEachDatabase(t, 'sequences: create, show, list, change and delete, with team r
   assertProblem(t, await s.request('DELETE', `/preditor_sequences/${seq.id}`, { token: reader.token }), 403)
 
   // changes
-  const renamed = await s.request('PUT', `/preditor_sequences/${seq.id}`, { token: s.user.token, json: { name: 'Cut 2', start_timecode: '10:00:00:00', markers: [{ frame: 10, duration: 5, name: 'Logo', comment: 'too early', color: 'green' }, { frame: 2, name: 'Start' }] } })
+  const renamed = await s.request('PUT', `/preditor_sequences/${seq.id}`, { token: s.user.token, json: { name: 'Cut 2', start_timecode: '10:00:00:00', width: 1920, height: 1080, markers: [{ frame: 10, duration: 5, name: 'Logo', comment: 'too early', color: 'green' }, { frame: 2, name: 'Start' }] } })
   t.equal(renamed.status, 200)
-  t.match(renamed.body.preditorsequence, { name: 'Cut 2', start_timecode: '10:00:00:00' })
+  t.match(renamed.body.preditorsequence, { name: 'Cut 2', start_timecode: '10:00:00:00', width: 1920, height: 1080 })
   t.same(renamed.body.preditorsequence.markers.map((m: any) => [m.frame, m.timecode, m.name, m.color]), [[2, '10:00:00:02', 'Start', 'red'], [10, '10:00:00:10', 'Logo', 'green']])
   t.same((await rows(s, 'preditor_sequence_markers', { sequence_id: seq.id })).map((m: any) => [Number(m.frame), Number(m.duration), m.comment]), [[10, 5, 'too early'], [2, 0, '']])
   assertProblem(t, await s.request('PUT', `/preditor_sequences/${seq.id}`, { token: s.user.token, json: { name: 'Same' } }), 409, ['name'])
