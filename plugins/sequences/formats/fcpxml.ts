@@ -64,8 +64,8 @@ export function writeFcpxml(doc: SequenceDoc): string {
     const note = m.name && m.comment ? ` note="${x(m.comment)}"` : ''
     parent.anchored.push(`<marker start="${s(parent.localStart + m.frame - parent.record)}" duration="${s(Math.max(1, m.duration))}" value="${x(value)}"${note}/>`)
   }
-  // DTD order inside a clip: markers before anchored clips
-  const children = (p: Primary) => [...p.anchored.filter((a) => a.startsWith('<marker')), ...p.anchored.filter((a) => !a.startsWith('<marker'))]
+  // the DTD's order inside an asset-clip or a gap: anchored items first, then markers
+  const children = (p: Primary) => [...p.anchored.filter((a) => !a.startsWith('<marker')), ...p.anchored.filter((a) => a.startsWith('<marker'))]
   const spine = primary.map((p) => {
     const kids = children(p)
     const open = p.clip ? `<asset-clip offset="${s(p.record)}" ${clipAttrs(p.clip)}` : `<gap name="Gap" offset="${s(p.record)}" duration="${s(p.length)}" start="0s"`
