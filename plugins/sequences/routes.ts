@@ -5,7 +5,7 @@ import { IdParam, IdParams, MamError, acceptedJob, coreServices, defineJob, inva
 import { Asset, assetServices, withOriginal } from '../assets/index.js'
 import { customMetadataServices } from '../custom-metadata/index.js'
 import { normalizeColor } from '../markers/index.js'
-import { parseRate, timingOf } from './conform.js'
+import { parseRate } from './conform.js'
 import { DOWNLOAD_FORMATS, FILE_TYPES, READ_FORMATS, SequenceFormatError, readSequence, sniffSequence, writeSequence, type DownloadFormat, type ReadFormat } from './formats/index.js'
 import type { SequenceDoc, SequenceMarker, TrackKind } from './model.js'
 import { sequenceServices } from './refs.js'
@@ -162,7 +162,7 @@ export function registerSequenceRoutes(api: RegisterApi) {
       if (err instanceof MamError && err.code === 'not_found') throw invalidParam('asset_id', `is not an asset you can read (${input.asset_id})`)
       throw err
     })
-    const timing = timingOf(asset, (await conformer().timings([asset.id], rate)).get(asset.id)!.url, rate)
+    const timing = (await conformer().timings([asset.id], rate)).get(asset.id)!
     if (asset.type !== 'video' && asset.type !== 'audio') throw invalidParam('asset_id', `is ${asset.type === 'image' ? 'an image' : 'not media'}; a sequence takes video and audio assets`)
     if (timing.frames === null) throw invalidParam('asset_id', 'has no duration yet (its analysis has not finished)')
     if (timing.rate && (timing.rate.num * rate.den !== rate.num * timing.rate.den))

@@ -46,13 +46,24 @@ export function writeFcpxml(doc: SequenceDoc): string {
     at = clipEnd(c)
   }
   if (at < total) primary.push({ record: at, length: total - at, localStart: 0, anchored: [] })
-  const parentAt = (frame: number) => primary.find((p) => frame >= p.record && frame < p.record + p.length) ?? primary[primary.length - 1]
+  const inStoryline = new Set(primary.flatMap((p) => (p.clip ? [p.clip] : [])))
+  /** the primary item under a frame: a binary search, the items being in record order without holes */
+  const parentAt = (frame: number) => {
+    let lo = 0
+    let hi = primary.length - 1
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1
+      if (primary[mid].record <= frame) lo = mid
+      else hi = mid - 1
+    }
+    return primary[lo]
+  }
   const clipAttrs = (c: SequenceClip) => {
     const a = assets.get(sourceKey(c))!
     return `ref="${a.id}" name="${x(c.name)}" duration="${s(c.sourceOut - c.sourceIn)}" start="${s((c.sourceStart ?? 0) + c.sourceIn)}"`
   }
   for (const c of doc.clips) {
-    if (c.kind === 'video' && c.track === 1 && primary.some((p) => p.clip === c)) continue
+    if (inStoryline.has(c)) continue
     const parent = parentAt(c.record)
     const lane = c.kind === 'video' ? Math.max(1, c.track - 1) : -c.track
     const audio = c.kind === 'audio' ? ' srcEnable="audio"' : ''
