@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs'
 import ExcelJS from 'exceljs'
 import t from 'tap'
 import { assertProblem, createProject, idsByName, onEachDatabase, readerAndStranger, upload, waitForAsset, waitForJob, type TestServer } from '../../../core/testing/index.js'
-import { makeVideo } from '../../helpers/media.js'
+import { makeAudio, makeVideo } from '../../helpers/media.js'
 
 const NLE = '/work/shared/fixtures/nle'
 const fixture = (name: string) => readFileSync(path.join(NLE, name))
@@ -130,12 +130,20 @@ onEachDatabase(t, 'generate_sequence_report: clip usage and music cue sheet as X
   const sources = book.getWorksheet('Sources')!
   t.same(sources.getColumn(1).values.slice(2), ['a001.mov', 'S:/path/to/ZZ100_502A.take_2.0101.exr'])
 
-  // the music of the Premiere cut: two WAVs, each a stereo pair on two audio tracks
+  // the music of the Premiere cut: two WAVs, each a stereo pair on two audio tracks; one of them is
+  // in the project (conformed by name) with its composer and publisher in custom metadata
+  const wav = await makeAudio(path.join(s.dataDir, 'generated', 'track_08.wav'), { seconds: 8 })
+  const wavId = idsByName(await upload(s, s.user.token, p.id, [{ name: 'track_08.wav', file: wav }]))['track_08.wav']
+  await waitForAsset(s, s.user.token, wavId, analysed)
+  const set = await s.request('POST', '/custom_metadata_sets', { token: s.admin.token, json: { custom_metadata_set: { name: 'Music', applies_to: 'asset' } } })
+  for (const name of ['composer', 'publisher']) t.equal((await s.request('POST', '/custom_metadata_fields', { token: s.admin.token, json: { custom_metadata_field: { name, type: 'text', custom_metadata_set_id: set.body.custommetadataset.id } } })).status, 201)
+  t.equal((await s.request('PUT', `/assets/${wavId}/update_metadata`, { token: s.user.token, json: { custom_metadata: { composer: 'Ana Sound', publisher: 'Cue Music Ltd' } } })).status, 200)
   const cue = await ask(ids['premiere.xml'], { type: 'music_cue_sheet' })
   t.equal((await waitForJob(s, s.user.token, cue.body.job.id)).state, 'finished')
   const sheet = (await readXlsx((await s.request('GET', `/assets/${ids['premiere.xml']}/sequence_reports/${cue.body.job.id}`, { token: s.user.token })).buffer)).getWorksheet('Cue sheet')!
   t.same(values(sheet, 4).slice(0, 3), ['Cue', 'Title', 'Composer(s)'])
   t.same([values(sheet, 5)[0], values(sheet, 5)[1], values(sheet, 5)[7], values(sheet, 5)[8], values(sheet, 5)[9], values(sheet, 5)[10]], ['1M01', 'track_08', '00:00:05:03', '00:00:11:21', '00:00:07', 'A5 A6'], 'track_08.wav from frame 153 for 198 frames at 30 fps')
+  t.same([values(sheet, 5)[2], values(sheet, 5)[3], values(sheet, 5)[11]], ['Ana Sound', 'Cue Music Ltd', 'track_08.wav'], 'composer and publisher from the conformed asset\'s custom metadata')
   t.same([values(sheet, 6)[0], values(sheet, 6)[1], values(sheet, 6)[7], values(sheet, 6)[10]], ['1M02', 'sc01_placeholder', '00:00:11:05', 'A3 A4'])
   t.equal(values(sheet, 7).length, 0, 'two cues, then the total')
 
