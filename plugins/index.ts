@@ -17,6 +17,7 @@ import { searchPlugin } from './search/index.js'
 import { galleriesPlugin } from './galleries/index.js'
 import { schedulesPlugin } from './schedules/index.js'
 import { editorProjectsPlugin } from './editor-projects/index.js'
+import { sequencesPlugin } from './sequences/index.js'
 
 /** Every feature plugin that ships with mamkit, one per line, in no particular order (the loader sorts them). */
 export const builtinPlugins: PluginDefinition[] = [
@@ -38,6 +39,7 @@ export const builtinPlugins: PluginDefinition[] = [
   galleriesPlugin,
   schedulesPlugin,
   editorProjectsPlugin,
+  sequencesPlugin,
 ]
 
 export { templatesPlugin, rolesPlugin, identityPlugin, projectsPlugin, statusFlagsPlugin, assetsPlugin, editsPlugin }
@@ -49,3 +51,4 @@ export { strategiesPlugin }
 export { galleriesPlugin, customMetadataPlugin, searchPlugin }
 export { schedulesPlugin }
 export { editorProjectsPlugin }
+export { sequencesPlugin }

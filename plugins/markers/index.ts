@@ -12,6 +12,9 @@ import { toRate } from './timecode.js'
 export { MarkerDescription } from './entities.js'
 export { MarkerService } from './service.js'
 export { markerServices } from './refs.js'
+/** timecode math and colour names, shared with the sequences plugin */
+export { toRate, parseTimecode, formatTimecode, rationalSeconds, rateString, rateValue, sameRate, canDrop, nominal, type Rate } from './timecode.js'
+export { normalizeColor, COLORS, DEFAULT_COLOR, type MarkerColor } from './colors.js'
 
 const Settings = Type.Object(
   {
