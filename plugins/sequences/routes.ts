@@ -66,9 +66,9 @@ export function registerSequenceRoutes(api: RegisterApi) {
   const features = api.use(coreServices.features)
   const defaultRate = () => parseRate((api.settings() as { defaultRate: string }).defaultRate) ?? { num: 25, den: 1 }
 
-  const show = async (loaded: LoadedSequence, extra: Record<string, unknown> = {}) => {
+  const show = async (ctx: MamContext, loaded: LoadedSequence, extra: Record<string, unknown> = {}) => {
     const usernames = await sequences().usernames([loaded.row.locked_by_id])
-    return { preditorsequence: { ...sequences().serialize(loaded, { usernames }), ...extra } }
+    return { preditorsequence: { ...sequences().serialize(loaded, { usernames, viewer: ctx.requireUser() }), ...extra } }
   }
 
   /** the stored timeline with every online clip pointing at its original as it is now */
@@ -87,12 +87,12 @@ export function registerSequenceRoutes(api: RegisterApi) {
     const list = rows.map((r) => normalizeRow(r))
     const counts = await sequences().counts(list.map((r) => r.id))
     const usernames = await sequences().usernames(list.map((r) => r.locked_by_id))
-    return { preditor_sequences: list.map((row) => sequences().serialize({ row }, { usernames, counts: counts.get(row.id) })) }
+    return { preditor_sequences: list.map((row) => sequences().serialize({ row }, { usernames, counts: counts.get(row.id), viewer: ctx.requireUser() })) }
   })
 
   routes.get('/preditor_sequences/:id', { access: 'authenticated', params: IdParams, summary: 'a sequence with its clips and markers' }, async (ctx) => {
     await sequences().readable(ctx.user, ctx.params.id)
-    return show(await sequences().load(ctx.params.id))
+    return show(ctx, await sequences().load(ctx.params.id))
   })
 
   routes.post('/preditor_sequences', { access: 'authenticated', input: SequenceInput, wrap: 'preditor_sequence', summary: 'a new empty sequence in a project you may change (name, frame_rate, drop_frame, start_timecode)' }, async (ctx) => {
@@ -108,7 +108,7 @@ export function registerSequenceRoutes(api: RegisterApi) {
     await sequences().assertProjectWritable(ctx.em, ctx.user, input.project_id, param('project_id'))
     const id = await sequences().create(ctx.em, ctx.user, { projectId: input.project_id, doc: { name: input.name, rate, dropFrame: dropFrame && canDrop(rate), start, width: input.width ?? null, height: input.height ?? null, clips: [], markers } }, { nameParam: param('name') })
     ctx.status = 201
-    return show(await sequences().load(id))
+    return show(ctx, await sequences().load(id))
   })
 
   routes.put('/preditor_sequences/:id', { access: 'authenticated', params: IdParams, input: SequenceInput, wrap: 'preditor_sequence', summary: 'rename, change rate or start timecode, replace markers, remove clips' }, async (ctx) => {
@@ -121,12 +121,12 @@ export function registerSequenceRoutes(api: RegisterApi) {
     const start = input.start_timecode === undefined ? undefined : startParam(input.start_timecode, startRate, dropFrame, param('start_timecode'))
     const markers = input.markers === undefined ? undefined : markersParam(input.markers)
     await sequences().update(ctx.user, ctx.params.id, { name: input.name, rate, dropFrame: input.drop_frame ?? (input.start_timecode !== undefined ? dropFrame && canDrop(startRate) : undefined), start, width: input.width, height: input.height, markers, removeClipIds: input.remove_clip_ids }, param)
-    return show(await sequences().load(ctx.params.id))
+    return show(ctx, await sequences().load(ctx.params.id))
   })
 
   routes.delete('/preditor_sequences/:id', { access: 'authenticated', params: IdParams, summary: 'delete a sequence (never its assets)' }, async (ctx) => {
     await sequences().writableNow(ctx.user, ctx.params.id)
-    const body = await show(await sequences().load(ctx.params.id))
+    const body = await show(ctx, await sequences().load(ctx.params.id))
     await sequences().remove(ctx.em, ctx.user, ctx.params.id)
     return body
   })
@@ -146,12 +146,12 @@ export function registerSequenceRoutes(api: RegisterApi) {
 
   routes.put('/preditor_sequences/:id/open', { access: 'authenticated', params: IdParams, summary: 'take the editing lock (409 naming the holder when another user has it)' }, async (ctx) => {
     await sequences().open(ctx.user, ctx.params.id)
-    return show(await sequences().load(ctx.params.id))
+    return show(ctx, await sequences().load(ctx.params.id))
   })
 
   routes.delete('/preditor_sequences/:id/close', { access: 'authenticated', params: IdParams, summary: 'release the editing lock (its holder, or an administrator)' }, async (ctx) => {
     await sequences().close(ctx.user, ctx.params.id)
-    return show(await sequences().load(ctx.params.id))
+    return show(ctx, await sequences().load(ctx.params.id))
   })
 
   routes.post('/preditor_sequences/:id/addasset', { access: 'authenticated', params: IdParams, input: AddAssetInput, summary: 'append a clip of an asset (asset_id, in, out, track, position), checked against its rate and duration' }, async (ctx) => {
@@ -185,7 +185,7 @@ export function registerSequenceRoutes(api: RegisterApi) {
     if (sourceOut <= sourceIn) throw invalidParam('out', 'must come after in')
     const clipId = await sequences().addClip(ctx.user, ctx.params.id, timing, { kind, track, sourceIn, sourceOut, position: input.position, name: input.name }, { in: 'in', out: 'out', position: 'position', track: 'track' })
     ctx.status = 201
-    return show(await sequences().load(ctx.params.id), { added_clip_id: clipId })
+    return show(ctx, await sequences().load(ctx.params.id), { added_clip_id: clipId })
   })
 
   routes.post(
@@ -226,7 +226,7 @@ export function registerSequenceRoutes(api: RegisterApi) {
       const conformed = await conformer().conform(doc, project.id)
       const id = await sequences().create(ctx.em, ctx.user, { projectId: project.id, doc: conformed.doc, sourceFormat: format, sourceAssetId }, { nameParam: 'name', uniqueName: true })
       ctx.status = 201
-      return show(await sequences().load(id), {
+      return show(ctx, await sequences().load(id), {
         import: { format, clips: conformed.doc.clips.length, markers: conformed.doc.markers.length, matched: conformed.matched, offline_clips: conformed.offline.map((c) => offlineJson(c, conformed.doc)) },
       })
     },

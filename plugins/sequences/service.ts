@@ -405,7 +405,8 @@ export class SequenceService {
     return new Map(rows.map((r: any) => [Number(r.id), r.username]))
   }
 
-  serializeClip(c: ClipRow, row: SequenceRow) {
+  /** `url` of a clip on a MAM asset is its original's absolute path: administrators only (SECURITY.md; the downloads for editing suites carry it) */
+  serializeClip(c: ClipRow, row: SequenceRow, viewer?: Principal) {
     const rate = rateOf(row)
     const df = Boolean(row.drop_frame)
     const length = c.source_out - c.source_in
@@ -426,12 +427,12 @@ export class SequenceService {
       source_in_timecode: timecode(c.source_start + c.source_in, rate, df),
       source_out_timecode: timecode(c.source_start + c.source_out, rate, df),
       reel: c.reel,
-      url: c.url,
+      url: c.asset_id !== null && !viewer?.isAdmin ? null : c.url,
       file_name: fileNameOf(c.url),
     }
   }
 
-  serialize(s: { row: SequenceRow; clips?: ClipRow[]; markers?: MarkerRow[] }, extra: { usernames: Map<number, string>; counts?: { clips: number; offline: number; markers: number } }) {
+  serialize(s: { row: SequenceRow; clips?: ClipRow[]; markers?: MarkerRow[] }, extra: { usernames: Map<number, string>; counts?: { clips: number; offline: number; markers: number }; viewer?: Principal }) {
     const { row } = s
     const rate = rateOf(row)
     const df = Boolean(row.drop_frame)
@@ -458,7 +459,7 @@ export class SequenceService {
     if (s.clips) {
       out.duration = length
       out.duration_timecode = durationTimecode(length, rate)
-      out.clips = s.clips.map((c) => this.serializeClip(c, row))
+      out.clips = s.clips.map((c) => this.serializeClip(c, row, extra.viewer))
       out.offline_clips = s.clips.filter((c) => c.asset_id === null).length
     } else if (extra.counts) Object.assign(out, { clip_count: extra.counts.clips, offline_clips: extra.counts.offline, marker_count: extra.counts.markers })
     if (s.markers) out.markers = s.markers.map((m) => ({ id: m.id, frame: m.frame, duration: m.duration, timecode: timecode(row.start_frame + m.frame, rate, df), name: m.name, comment: m.comment, color: m.color }))
