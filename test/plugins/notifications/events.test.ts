@@ -42,22 +42,23 @@ async function fannedOut(s: TestServer) {
   })
 }
 
-/** what the receiver got of `name` about `subjectId` (signature checked by the receiver) */
-async function delivered(name: string, subjectId: number): Promise<Received[]> {
-  return (await receiver.received()).filter((r) => r.name === name && r.body?.subject?.id === subjectId)
-}
-
+/**
+ * A webhook for every event to the receiver; returns what the receiver got since, of `name` about
+ * `subjectId` (signatures checked by the receiver). The receiver is shared by both databases' runs.
+ */
 async function subscribeAll(s: TestServer) {
+  const before = (await receiver.received()).length
   const hook = await s.request('POST', '/webhooks', { token: s.admin.token, json: { webhook: { url: `${receiver.url}?${s.db}`, events: ['*'] } } })
   if (hook.status !== 201) throw new Error(hook.text)
   await receiver.setSecret(hook.body.webhook.secret)
+  return async (name: string, subjectId: number): Promise<Received[]> => (await receiver.received()).slice(before).filter((r) => r.name === name && r.body?.subject?.id === subjectId)
 }
 
 onEachDatabase(
   t,
   'quota.near-limit: once per crossing of 90 % of a project or team quota, to its readers and the administrators; two uploads that cross together tell it once',
   async (t, s) => {
-    await subscribeAll(s)
+    const delivered = await subscribeAll(s)
     const p = await createProject(s, s.user, { name: 'Filling' })
     const { reader, stranger } = await readerAndStranger(s, p.id)
     t.equal((await s.request('PUT', `/projects/${p.id}/quota`, { token: s.admin.token, json: { quota: 1000 } })).status, 200)
@@ -120,7 +121,7 @@ onEachDatabase(
   t,
   'share.received and asset.proxy-ready: the account behind the address hears of the share when it may read the asset; readers hear of the proxy',
   async (t, s) => {
-    await subscribeAll(s)
+    const delivered = await subscribeAll(s)
     const p = await createProject(s, s.user, { name: 'Stills' })
     const { reader, stranger } = await readerAndStranger(s, p.id)
     const knex = s.runtime.db.knex
@@ -164,7 +165,7 @@ onEachDatabase(
   t,
   'project.archived, project.unarchived and user.invited reach the readers (or administrators) and the webhook, once each',
   async (t, s) => {
-    await subscribeAll(s)
+    const delivered = await subscribeAll(s)
     const strategy = await diskStrategy(s, 'archive_strategies', path.join(targets, `${s.db}-events`))
     const { p } = await archivedProject(s, 'Vaulted', { 'a.txt': 'alpha', 'Media/b.bin': Buffer.alloc(3000, 'b') })
     const { reader, stranger } = await readerAndStranger(s, p.id)
