@@ -57,6 +57,8 @@ export class WebhookService {
     secretKey: Buffer,
     private readonly settings: () => WebhookSettingsValues,
     private readonly log: Logger,
+    /** added to a claim's lease beyond three request timeouts: the job lease, the time a dead process's work waits */
+    private readonly leaseMarginMs = 30_000,
   ) {
     this.key = deriveKey(secretKey, 'webhooks')
   }
@@ -277,7 +279,7 @@ export class WebhookService {
                       where state = 'pending' and next_attempt_at <= ? and (lease_until is null or lease_until < ?)
                       order by next_attempt_at, id limit ? ${lock})
        returning id, webhook_id, event_id, body, attempts, first_attempt_at`,
-      [this.owner, new Date(now.getTime() + this.settings().timeout_ms * 3 + 30_000), now, now, limit],
+      [this.owner, new Date(now.getTime() + this.settings().timeout_ms * 3 + this.leaseMarginMs), now, now, limit],
     )
     const rows: any[] = this.dialect === 'postgresql' ? result.rows : result
     if (!rows.length) return []
