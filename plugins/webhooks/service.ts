@@ -2,6 +2,7 @@ import http from 'node:http'
 import https from 'node:https'
 import { createHmac, randomBytes, randomUUID } from 'node:crypto'
 import { hostname } from 'node:os'
+import { setMaxListeners } from 'node:events'
 import type { Logger } from 'pino'
 import { column, iso, deriveKey, unseal, seal, invalid, notFound, type Dialect, type Knex, type ParamError, type EventBus, type PublishedEvent, type JobService } from '../../core/index.js'
 import { guardedLookup, isPrivateAddress, resolveAll } from './ssrf.js'
@@ -251,6 +252,8 @@ export class WebhookService {
     let sent = 0
     let failed = 0
     const s = this.settings()
+    // every request in flight listens to the job's signal
+    if (signal) setMaxListeners(s.concurrency + 16, signal)
     for (;;) {
       if (signal?.aborted) break
       const claimed = await this.claim(Math.max(s.concurrency * 4, 50))
