@@ -113,6 +113,8 @@ async function run(db: DbKind): Promise<Row> {
         if (deliveries >= EVENTS) deliveredAt = performance.now()
       }
       if (notifiedAt && deliveredAt) break
+      const hook = await knex('webhooks').first('active', 'disabled_reason')
+      if (!hook.active || hook.active === 0) throw new Error(`the webhook switched itself off: ${hook.disabled_reason}`)
       if (performance.now() - started > 30 * 60_000) throw new Error(`gave up: ${notifications}/${wanted} notifications, ${deliveries}/${EVENTS} deliveries`)
       await sleep(250)
     }

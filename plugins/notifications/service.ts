@@ -93,7 +93,12 @@ export class NotificationService {
     }
     if (!rows.length) return 0
     await this.knex.transaction(async (trx) => {
-      for (let i = 0; i < rows.length; i += 500) await trx('notifications').insert(rows.slice(i, i + 500)).onConflict(['user_id', 'event_id']).ignore()
+      for (let i = 0; i < rows.length; i += 500) {
+        await trx('notifications').insert(rows.slice(i, i + 500)).onConflict(['user_id', 'event_id']).ignore()
+        // SQLite runs each statement synchronously: a batch of 50,000 rows would hold the event loop for
+        // seconds, and answers that arrived meanwhile (webhook posts) would be read after their timeout fired
+        await new Promise((resolve) => setImmediate(resolve))
+      }
       if (firstDue) await this.jobs.ensureQueued(trx, SEND_EMAILS_JOB, {}, { runAt: firstDue })
     })
     return rows.length
