@@ -6,6 +6,8 @@
 export const ERRORS = {
   bad_request: { status: 400, title: 'Bad request' },
   unauthenticated: { status: 401, title: 'Authentication required' },
+  // what the license in force allows is used up (users, stored bytes): a larger license lifts it
+  license_limit: { status: 402, title: 'License limit reached' },
   forbidden: { status: 403, title: 'Forbidden' },
   not_found: { status: 404, title: 'Not found' },
   module_inactive: { status: 404, title: 'Module not active' },

@@ -15,6 +15,8 @@ import { strategiesPlugin } from './strategies/index.js'
 import { customMetadataPlugin } from './custom-metadata/index.js'
 import { searchPlugin } from './search/index.js'
 import { galleriesPlugin } from './galleries/index.js'
+import { schedulesPlugin } from './schedules/index.js'
+import { editorProjectsPlugin } from './editor-projects/index.js'
 
 /** Every feature plugin that ships with mamkit, one per line, in no particular order (the loader sorts them). */
 export const builtinPlugins: PluginDefinition[] = [
@@ -34,6 +36,8 @@ export const builtinPlugins: PluginDefinition[] = [
   customMetadataPlugin,
   searchPlugin,
   galleriesPlugin,
+  schedulesPlugin,
+  editorProjectsPlugin,
 ]
 
 export { templatesPlugin, rolesPlugin, identityPlugin, projectsPlugin, statusFlagsPlugin, assetsPlugin, editsPlugin }
@@ -43,3 +47,5 @@ export { platformPlugin }
 export { transcriptionPlugin }
 export { strategiesPlugin }
 export { galleriesPlugin, customMetadataPlugin, searchPlugin }
+export { schedulesPlugin }
+export { editorProjectsPlugin }

@@ -20,3 +20,5 @@ process.on('message', (req: Request) => {
 })
 // the server went away: so does the helper
 process.on('disconnect', () => process.exit(0))
+// messages that arrive before the listener above exists are dropped: the server sends none until this
+process.send!({ ready: true })

@@ -62,7 +62,7 @@ export class Ingest {
   }
 
   /** `target` is the client's folder below the project (created when missing); `onCommit` runs in the transaction that writes the rows */
-  async ingest(project: Project, target: string | undefined, uploads: Upload[], options: { userId: number; onCommit(trx: Knex, assets: AssetView[]): Promise<void> }): Promise<AssetView[]> {
+  async ingest(project: Project, target: string | undefined, uploads: Upload[], options: { userId?: number; onCommit(trx: Knex, assets: AssetView[]): Promise<void> }): Promise<AssetView[]> {
     // located before the scope is taken, so the entry is written once; a rename running meanwhile
     // (its row written, its folder not yet moved) makes this fail, and the scope locates it again
     let where = await this.locate(project.id, target).catch(() => null)

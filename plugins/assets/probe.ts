@@ -21,6 +21,13 @@ export function rate(value: string | undefined): number | null {
   return Math.round((n / d) * 1000) / 1000
 }
 
+/**
+ * ffmpeg's text-art "video" decoders (ANSI art, BinText, XBin, iCEDraw). Their demuxers take almost
+ * any bytes (one random 100 KB file in ~40 probes as BinText), which made random binary uploads
+ * "videos" whose proxies could not be built (the fault campaign's failing proxy jobs): not media.
+ */
+const TEXT_ART_CODECS = new Set(['ansi', 'bintext', 'xbin', 'idf'])
+
 const num = (v: unknown) => (v === undefined || v === null || v === '' || Number.isNaN(Number(v)) ? null : Number(v))
 
 /**
@@ -47,7 +54,7 @@ export async function analyse(ffprobe: ((args: string[]) => Promise<string>) | n
   }
   const streams: any[] = probe.streams ?? []
   const format = probe.format ?? {}
-  const video = streams.find((s) => s.codec_type === 'video' && !s.disposition?.attached_pic)
+  const video = streams.find((s) => s.codec_type === 'video' && !s.disposition?.attached_pic && !TEXT_ART_CODECS.has(s.codec_name))
   const audio = streams.filter((s) => s.codec_type === 'audio')
   // QuickTime keeps the reel name (and the timecode) in the timecode track, a data stream of its own
   const timecodeTrack = streams.find((s) => s.codec_type === 'data' && (s.codec_tag_string === 'tmcd' || lower(s.tags).handler_name === 'TimeCodeHandler'))

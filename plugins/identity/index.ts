@@ -6,6 +6,7 @@ import { migrations } from './migrations.js'
 import { TeamService } from './teams-service.js'
 import { AccessRightService } from './access-rights.js'
 import { Mailer, mailSettings } from './mailer.js'
+import { UserLimits } from './user-limits.js'
 import { registerUserRoutes } from './users-routes.js'
 import { registerTeamRoutes } from './teams-routes.js'
 import { registerSettingsRoutes } from './settings-routes.js'
@@ -17,6 +18,7 @@ export { AccessRightService, mountAccessRightRoutes, type ProtectedType, type Ri
 export { Team, AccessRight } from './entities.js'
 export { Mailer } from './mailer.js'
 export { identityServices } from './refs.js'
+export { UserLimits, type UserLimit } from './user-limits.js'
 
 /**
  * Who someone is and what they may touch: users, teams, access rights, login sessions, proof keys
@@ -35,6 +37,7 @@ export const identityPlugin = definePlugin({
     api.provide(identityServices.teams, (resolve) => new TeamService(resolve(coreServices.knex)))
     api.provide(identityServices.accessRights, (resolve) => new AccessRightService(resolve(coreServices.knex)))
     api.provide(identityServices.mailer, () => new Mailer(mailSettings(api.config)))
+    api.provide(identityServices.userLimits, () => new UserLimits())
     // legacy string keys, until every plugin resolves by ref
     for (const [key, ref] of Object.entries(identityServices)) api.provide(key, aliasOf(ref))
     registerUserRoutes(api)

@@ -20,13 +20,12 @@ export function registerTeamRoutes({ routes, events }: RegisterApi) {
 
   routes.get('/teams', { access: 'authenticated', summary: 'list teams' }, async (ctx) => {
     await teams(ctx).ensureOwnTeams(ctx.em) // users the core created since start belong in the list too
-    return { teams: await teams(ctx).serialize(ctx.em, await ctx.em.find(Team, {}, { orderBy: { name: 'asc' } })) }
+    return { teams: await teams(ctx).views() }
   })
 
   routes.get('/teams/user_owned', { access: 'authenticated', summary: "users' own teams (administrators: all; others: their own)" }, async (ctx) => {
     await teams(ctx).ensureOwnTeams(ctx.em)
-    const where = ctx.user!.isAdmin ? { owner: { $ne: null } } : { owner: ctx.user!.userId }
-    return { teams: await teams(ctx).serialize(ctx.em, await ctx.em.find(Team, where, { orderBy: { name: 'asc' } })) }
+    return { teams: await teams(ctx).views(ctx.user!.isAdmin ? { ownedOnly: true } : { ownerId: ctx.user!.userId }) }
   })
 
   routes.get('/teams/:id', { access: 'authenticated', params: IdParams, summary: 'show a team' }, async (ctx) => ({

@@ -6,6 +6,7 @@ import { Invitation } from './entities.js'
 import { Password, UserInput } from './schemas.js'
 import type { TeamService } from './teams-service.js'
 import type { Mailer } from './mailer.js'
+import { identityServices } from './refs.js'
 
 const INVITATION_DAYS = 7
 const ListInput = Type.Object(Page, { additionalProperties: false })
@@ -35,7 +36,10 @@ export function registerUserRoutes({ routes, events }: RegisterApi) {
 
   routes.post('/users', { access: 'admin', input: UserInput, wrap: 'user', summary: 'create a user' }, async (ctx) => {
     const fields = required(ctx.input.user, ['username', 'password'])
-    const user = await createUser(ctx.em, accountOf(fields))
+    const user = await ctx.em.transactional(async (em) => {
+      await ctx.resolve(identityServices.userLimits).check(em)
+      return createUser(em, accountOf(fields))
+    })
     await ctx.resolve<TeamService>('teams').ensureOwnTeam(ctx.em, user)
     ctx.status = 201
     return { user: await view(ctx, user) }
@@ -90,6 +94,7 @@ export function registerUserRoutes({ routes, events }: RegisterApi) {
     mailer.assertConfigured()
     const token = randomBytes(32).toString('base64url')
     const user = await ctx.em.transactional(async (em) => {
+      await ctx.resolve(identityServices.userLimits).check(em)
       const u = await createUser(em, { ...accountOf(fields), password: null })
       em.create(Invitation, { user: u, tokenHash: sha256(token), expiresAt: new Date(Date.now() + INVITATION_DAYS * 86_400_000) })
       await em.flush()

@@ -13,6 +13,11 @@ import { BrandingService } from './branding.js'
 import { TrafficCounter } from './traffic.js'
 import { PlatformMetrics } from './metrics.js'
 import { registerIntegrationRoutes } from './integration-routes.js'
+import { registerIngestRoutes } from './ingest-routes.js'
+import { LibraryIngestService, ingestScan, type IngestTargets } from './ingests.js'
+import { identityServices } from '../identity/index.js'
+import { projectServices } from '../projects/index.js'
+import { assetServices } from '../assets/index.js'
 
 export { platformServices } from './refs.js'
 export { SettingsService } from './settings-service.js'
@@ -31,6 +36,9 @@ export const platformPlugin = definePlugin({
   version: '1.0.0',
   description: 'Settings, license, machine id, branding, subscriptions, chat integration, health, OpenAPI and metrics',
   required: true,
+  // used when loaded (always, with the built-in plugins): license limits on accounts and stored
+  // bytes hook into identity and projects, library ingests register files through assets
+  optionalDependsOn: ['identity', 'projects', 'assets'],
   entities: platformEntities,
   migrations,
   settings: PlatformSettings,
@@ -43,7 +51,7 @@ export const platformPlugin = definePlugin({
     api.provide(
       platformServices.license,
       (resolve) =>
-        new LicenseService(resolve(coreServices.knex), resolve(coreServices.features), resolve(coreServices.plugins), machineIdOf(api.config.secretKey), () => api.settings().license.public_key, api.log),
+        new LicenseService(resolve(coreServices.knex), resolve(coreServices.features), resolve(coreServices.plugins), machineIdOf(api.config.secretKey), () => api.settings().license.public_key, api.log, resolve(coreServices.db).dialect),
     )
     api.provide(platformServices.branding, () => new BrandingService(api.config.dataDir))
     api.provide(platformServices.metrics, (resolve) => new PlatformMetrics(resolve(coreServices.knex), resolve(coreServices.events)), { dispose: (m: PlatformMetrics) => m.stop() })
@@ -55,6 +63,23 @@ export const platformPlugin = definePlugin({
       },
       { dispose: (t: TrafficCounter) => t.stop() },
     )
+    api.provide(
+      platformServices.ingests,
+      (resolve) => {
+        const targets: IngestTargets | undefined = resolve(coreServices.plugins).some((p) => p.name === 'assets')
+          ? { ingest: resolve(assetServices.ingest), assets: resolve(assetServices.service), projects: resolve(projectServices.service) }
+          : undefined
+        return new LibraryIngestService(resolve(coreServices.knex), resolve(coreServices.storages), resolve(coreServices.jobs), resolve(coreServices.features), () => targets, api.config.dataDir, api.log, () => api.settings().library_ingests.poll_ms)
+      },
+      { dispose: (s: LibraryIngestService) => s.stop() },
+    )
+    api.jobs.define(ingestScan, {
+      concurrency: 2,
+      async handler(ctx) {
+        return ctx.resolve(platformServices.ingests).scan(ctx.payload.ingestId, ctx.em, new Date(), ctx.signal)
+      },
+    })
+    registerIngestRoutes(api)
     registerSettingsRoutes(api)
     registerIntegrationRoutes(api)
     registerBrandingRoutes(api)
@@ -74,5 +99,10 @@ export const platformPlugin = definePlugin({
     requests.add(traffic.observe)
     // settings changed in another process, and a license installed there, are picked up here
     await settings.start(async () => license.load())
+    const plugins = new Set(resolve(coreServices.plugins).map((p) => p.name))
+    if (plugins.has('identity')) resolve(identityServices.userLimits).add(license.assertUserRoom)
+    if (plugins.has('projects')) resolve(projectServices.service).spaceLimits.add(license.storageLimit)
+    // each process polls; the claim on the ingest row lets one of them queue a due scan
+    resolve(platformServices.ingests).start()
   },
 })

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises'
-import { User, invalidParam, type RegisterApi } from '../../core/index.js'
+import { coreServices, invalidParam, type RegisterApi } from '../../core/index.js'
 import { platformServices } from './refs.js'
 import { LicenseInput } from './schemas.js'
 import { machineIdOf, noLicenseFile } from './license.js'
@@ -15,7 +15,7 @@ export function registerLicenseRoutes(api: RegisterApi) {
   routes.get('/machine_id', { access: 'admin', summary: 'the id of this server that licenses are bound to' }, () => ({ hash: { machine_id: machineId } }))
 
   routes.get('/license', { access: 'admin', summary: 'the license in force, or that none is (the built-in plugins run without one)' }, async (ctx) => ({
-    license: license().view(await ctx.em.count(User)),
+    license: license().view(await license().usage(ctx.em, ctx.resolve(coreServices.knex))),
   }))
 
   routes.post(
@@ -30,7 +30,7 @@ export function registerLicenseRoutes(api: RegisterApi) {
       else throw noLicenseFile()
       const installed = await license().install(document, ctx.user.userId)
       ctx.status = 201
-      return { license: { ...license().view(await ctx.em.count(User)), modules: installed.modules } }
+      return { license: { ...license().view(await license().usage(ctx.em, ctx.resolve(coreServices.knex))), modules: installed.modules } }
     },
   )
 }

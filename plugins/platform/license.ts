@@ -1,7 +1,7 @@
 import { createHmac, createPublicKey, verify, type KeyObject } from 'node:crypto'
 import type { Static } from 'typebox'
 import type { Logger } from 'pino'
-import { compileSchema, checkParams, invalidParam, MamError, invalid, iso, type Knex, type FeatureService, type PluginDefinition, type ParamError } from '../../core/index.js'
+import { compileSchema, checkParams, invalidParam, MamError, invalid, iso, User, type Knex, type Dialect, type EntityManager, type FeatureService, type PluginDefinition, type ParamError } from '../../core/index.js'
 import { LicenseFile, type LicenseBody } from './schemas.js'
 
 export type License = Static<typeof LicenseBody>
@@ -58,6 +58,7 @@ export class LicenseService {
     private readonly machineId: string,
     private readonly publicKey: () => string,
     private readonly log: Logger,
+    private readonly dialect: Dialect,
   ) {}
 
   /** the license in force, if any */
@@ -143,8 +144,82 @@ export class LicenseService {
     await this.features.reload()
   }
 
+  /**
+   * The limits of the license in force (null: none). Those of an expired or no longer verifiable
+   * license still hold: a license that grants nothing does not grant more users either.
+   */
+  limits(): { maxUsers: number | null; maxStorageBytes: number | null; maxSites: number | null } {
+    const l = this.current?.license
+    return { maxUsers: l?.max_users ?? null, maxStorageBytes: l?.max_storage_bytes ?? null, maxSites: l?.max_sites ?? null }
+  }
+
+  /**
+   * A user limit (identity's `userLimits`): refuses a new account when the license's `max_users`
+   * are all taken. Runs in the transaction that creates the account; on PostgreSQL it first takes a
+   * transaction lock so that two creations cannot both pass the same count (SQLite runs one
+   * transaction at a time on its one connection).
+   */
+  readonly assertUserRoom = async (em: EntityManager): Promise<void> => {
+    const { maxUsers } = this.limits()
+    if (maxUsers === null) return
+    if (this.dialect === 'postgresql') await em.execute('select pg_advisory_xact_lock(?, ?)', [LICENSE_LOCK, USERS_LOCK])
+    const users = await em.count(User)
+    if (users >= maxUsers)
+      throw new MamError('license_limit', `The license allows ${maxUsers} users and ${users} exist; remove a user or install a license with a higher max_users`, {
+        limit: 'max_users',
+        max_users: maxUsers,
+        users,
+      })
+  }
+
+  /** bytes stored in projects, as their sizes are measured (the trash included: it still takes space) */
+  async storedBytes(knex: Knex): Promise<number> {
+    const [{ total }] = await knex('projects').sum({ total: 'size' })
+    return Number(total ?? 0)
+  }
+
+  /**
+   * A space limit (projects' `spaceLimits`): `ahead` refuses an upload early, `charged` in the
+   * transaction that added its bytes to a project, after that update. On PostgreSQL `charged` takes
+   * a transaction lock first; the sum read after it (read committed: a fresh snapshot) sees every
+   * upload that committed before, so two uploads cannot both fit into the same last bytes.
+   */
+  readonly storageLimit = {
+    ahead: async (knex: Knex, extra: number) => {
+      if (this.limits().maxStorageBytes !== null) this.assertStorage(extra, await this.storedBytes(knex))
+    },
+    charged: async (trx: Knex, extra: number) => {
+      if (this.limits().maxStorageBytes === null) return
+      if (this.dialect === 'postgresql') await trx.raw('select pg_advisory_xact_lock(?, ?)', [LICENSE_LOCK, STORAGE_LOCK])
+      // the sum includes this transaction's own charge
+      const stored = await this.storedBytes(trx)
+      this.assertStorage(extra, stored - extra)
+    },
+  }
+
+  private assertStorage(extra: number, stored: number): void {
+    const { maxStorageBytes } = this.limits()
+    if (maxStorageBytes === null || stored + extra <= maxStorageBytes) return
+    throw new MamError(
+      'license_limit',
+      `The license allows ${maxStorageBytes} bytes in projects; ${stored} are stored and this needs ${extra} more. Free space or install a license with a higher max_storage_bytes`,
+      { limit: 'max_storage_bytes', max_storage_bytes: maxStorageBytes, stored_bytes: stored, needed_bytes: extra },
+    )
+  }
+
+  /** what is used against each limit, for GET /license */
+  async usage(em: EntityManager, knex: Knex) {
+    const { maxUsers, maxStorageBytes, maxSites } = this.limits()
+    return {
+      users: { used: await em.count(User), limit: maxUsers },
+      storage_bytes: { used: await this.storedBytes(knex), limit: maxStorageBytes },
+      // this server is the one site: federation of several sites is not part of this tree
+      sites: { used: 1, limit: maxSites },
+    }
+  }
+
   /** GET /license */
-  view(usersCount: number) {
+  view(usage: Awaited<ReturnType<LicenseService['usage']>>) {
     const l = this.current?.license
     if (!l)
       return {
@@ -153,6 +228,7 @@ export class LicenseService {
         machine_id: this.machineId,
         modules: [],
         licensable_modules: this.licensable(),
+        usage,
       }
     const status = !this.current!.verified ? 'invalid' : Date.parse(l.expires_at) > Date.now() ? 'valid' : 'expired'
     return {
@@ -165,10 +241,17 @@ export class LicenseService {
       licensable_modules: this.licensable(),
       max_users: l.max_users,
       max_sites: l.max_sites,
-      users: usersCount,
+      max_storage_bytes: l.max_storage_bytes ?? null,
+      users: usage.users.used,
+      usage,
       installed_at: iso(this.current!.installedAt),
     }
   }
 }
+
+// keys of the PostgreSQL transaction locks that serialise the checks of a limit
+const LICENSE_LOCK = 7_005_016
+const USERS_LOCK = 1
+const STORAGE_LOCK = 2
 
 export const noLicenseFile = () => invalidParam('license', 'is required: the license file (its text, or its object with `signature`)')

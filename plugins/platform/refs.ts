@@ -4,6 +4,7 @@ import type { LicenseService } from './license.js'
 import type { BrandingService } from './branding.js'
 import type { TrafficCounter } from './traffic.js'
 import type { PlatformMetrics } from './metrics.js'
+import type { LibraryIngestService } from './ingests.js'
 
 /** The platform plugin's services, for other plugins that depend on it. */
 export const platformServices = {
@@ -17,4 +18,6 @@ export const platformServices = {
   traffic: createServiceRef<TrafficCounter>('platform.traffic'),
   /** the Prometheus registry of this process */
   metrics: createServiceRef<PlatformMetrics>('platform.metrics'),
+  /** watched folders feeding library projects, their scans and the poller */
+  ingests: createServiceRef<LibraryIngestService>('platform.ingests'),
 }

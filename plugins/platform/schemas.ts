@@ -42,6 +42,12 @@ export const PlatformSettings = Type.Object(
       },
       { default: {}, additionalProperties: false },
     ),
+    library_ingests: Type.Object(
+      {
+        poll_ms: Type.Integer({ default: 1000, minimum: 50, maximum: 60_000, description: 'how often each process looks for library ingests whose scan is due (each ingest has its own interval_seconds)' }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
     subscription: Type.Object(
       {
         instance: Type.String({ default: 'default', minLength: 1, maxLength: 100, description: 'name of this hosted instance; traffic is counted per instance' }),
@@ -80,6 +86,8 @@ export const LicenseBody = Type.Object(
     modules: ModuleList,
     max_users: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
     max_sites: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
+    /** bytes all projects together may hold (their measured sizes); absent or null: no limit */
+    max_storage_bytes: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()])),
     issued_at: Type.Optional(Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}T', maxLength: 40 })),
   },
   { additionalProperties: false },

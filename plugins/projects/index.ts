@@ -26,6 +26,7 @@ export { PathMoveHooks, type PathMove, type PathMoveHook } from './path-moves.js
 export { projectScope } from './moves.js'
 export { ProjectViews, type ProjectDecorator, type ProjectJson } from './views.js'
 export { ProjectCreateHooks, type ProjectCreateHook } from './create-hooks.js'
+export { SpaceLimits, type SpaceLimit } from './space-limits.js'
 
 /** Projects on storage (§4.20): created from templates, folders, libraries, freeze, quotas, trash. */
 export const projectsPlugin = definePlugin({

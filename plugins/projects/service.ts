@@ -11,6 +11,7 @@ import { treeSize } from './folders.js'
 import { CREATE_KIND, type CreateIntent } from './creation.js'
 import { ProjectViews, type ProjectJson } from './views.js'
 import { ProjectCreateHooks } from './create-hooks.js'
+import { SpaceLimits } from './space-limits.js'
 
 /** projects as objects teams get rights on */
 export const PROJECT = { type: 'project', label: 'project', table: 'projects', live: { deleted: false } } as const satisfies ProtectedType
@@ -96,6 +97,8 @@ export class ProjectService {
   private showStatements?: { admin: PreparedRead; user: PreparedRead }
   /** checks and rows other plugins add to project creation */
   readonly createHooks = new ProjectCreateHooks()
+  /** limits beyond quotas on what projects may store (the license's storage limit) */
+  readonly spaceLimits = new SpaceLimits()
 
   constructor(
     private readonly storages: StorageRegistry,
@@ -262,6 +265,7 @@ export class ProjectService {
 
   /** teams with write access whose quota `extra` more bytes would exceed, and the project's own quota */
   async assertSpace(em: EntityManager, project: Project, extra: number): Promise<void> {
+    await this.spaceLimits.ahead(this.knex, extra)
     if (project.quota !== null && project.size + extra > project.quota)
       throw new MamError('insufficient_storage', `Project "${project.name}" would exceed its quota of ${project.quota} bytes (${project.size} used)`, { quota: project.quota, size: project.size })
     const teamIds = (await this.knex('access_rights').where({ object_type: PROJECT.type, object_id: project.id, write: true }).select('team_id')).map((r: any) => Number(r.team_id))
@@ -303,6 +307,7 @@ export class ProjectService {
       .first('t.id', 't.name', 't.quota', trx.raw('sum(p.size) as used'))
     if (over)
       throw new MamError('insufficient_storage', `Team "${over.name}" would exceed its quota of ${over.quota} bytes`, { team_id: Number(over.id), quota: Number(over.quota), space_used: Number(over.used) - bytes })
+    await this.spaceLimits.charged(trx, bytes)
   }
 
   /** adds `bytes` to the project's size in the database (an increment: concurrent writers add up) and reloads it into the entity */

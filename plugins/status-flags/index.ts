@@ -1,4 +1,4 @@
-import { definePlugin, aliasOf } from '../../core/index.js'
+import { definePlugin, aliasOf, coreServices } from '../../core/index.js'
 import { statusFlagServices } from './refs.js'
 import { ProjectStatusFlagSchema, StatusFlagSchema } from './entities.js'
 import { migrations } from './migrations.js'
@@ -19,7 +19,7 @@ export const statusFlagsPlugin = definePlugin({
   entities: [StatusFlagSchema, ProjectStatusFlagSchema],
   migrations,
   register(api) {
-    api.provide(statusFlagServices.service, () => new StatusFlagService())
+    api.provide(statusFlagServices.service, (resolve) => new StatusFlagService(resolve(coreServices.knex)))
     api.provide('statusFlags', aliasOf(statusFlagServices.service)) // legacy string key
     registerStatusFlagRoutes(api)
   },

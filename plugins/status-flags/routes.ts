@@ -1,12 +1,13 @@
 import { IdParams, invalid, type RegisterApi, type MamContext, type ParamError } from '../../core/index.js'
-import type { ProjectService } from '../projects/index.js'
+import { projectServices } from '../projects/index.js'
+import { statusFlagServices } from './refs.js'
 import { ProjectFlagParams, StatusFlagInput, ToggleInput } from './schemas.js'
-import type { FlagChanges, StatusFlagService } from './service.js'
+import type { FlagChanges } from './service.js'
 
 /** §4.20 (flags on a project) and §4.22 (flag management, administrators only). */
 export function registerStatusFlagRoutes({ routes }: RegisterApi) {
-  const flags = (ctx: MamContext) => ctx.resolve<StatusFlagService>('statusFlags')
-  const projects = (ctx: MamContext) => ctx.resolve<ProjectService>('projects')
+  const flags = (ctx: MamContext) => ctx.resolve(statusFlagServices.service)
+  const projects = (ctx: MamContext) => ctx.resolve(projectServices.service)
 
   routes.get('/status_flags', { access: 'authenticated', summary: 'the unscoped status flags of this site' }, async (ctx) => {
     const s = flags(ctx)
@@ -43,10 +44,8 @@ export function registerStatusFlagRoutes({ routes }: RegisterApi) {
   })
 
   routes.get('/projects/:id/status_flags', { access: 'authenticated', params: IdParams, summary: 'status flags available to a project, each with `set`' }, async (ctx) => {
-    const { project } = await projects(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
-    const s = flags(ctx)
-    const { flags: available, set } = await s.availableTo(ctx.em, project.id)
-    return { array: available.map((f) => s.serialize(f, set.has(f.id))) }
+    const project = await projects(ctx).readableSummary(ctx.requireUser(), ctx.params.id)
+    return { array: await flags(ctx).viewsForProject(project.id) }
   })
 
   routes.put(

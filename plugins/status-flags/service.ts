@@ -1,4 +1,4 @@
-import { iso, conflict, notFound, type EntityManager } from '../../core/index.js'
+import { column, iso, conflict, notFound, preparedRead, type EntityManager, type Knex, type PreparedRead } from '../../core/index.js'
 import { ProjectStatusFlag, StatusFlag } from './entities.js'
 
 export interface FlagChanges {
@@ -12,6 +12,24 @@ export interface FlagChanges {
  * `create` with a `scopeProjectId` for the flags that come with a project transferred from a remote site.
  */
 export class StatusFlagService {
+  constructor(private readonly knex: Knex) {}
+
+  /** unscoped flags, then the project's own, each with `set`: one statement (GET /projects/:id/status_flags, polled) */
+  private flagsOfProject?: PreparedRead
+
+  async viewsForProject(projectId: number) {
+    this.flagsOfProject ??= preparedRead(
+      this.knex,
+      `select f.id, f.name, f.color, f.scope_project_id, f.position, f.created_at, f.updated_at, s.id as set_id
+       from status_flags f left join project_status_flags s on s.status_flag_id = f.id and s.project_id = ?
+       where f.scope_project_id is null or f.scope_project_id = ?
+       order by case when f.scope_project_id is null then 0 else 1 end, f.position, f.id`,
+    )
+    return (await this.flagsOfProject([projectId, projectId])).map((r) =>
+      this.serialize({ id: column.int(r.id), name: r.name, color: r.color, scopeProjectId: column.intOrNull(r.scope_project_id), position: column.int(r.position), createdAt: column.date(r.created_at)!, updatedAt: column.date(r.updated_at)! }, r.set_id !== null && r.set_id !== undefined),
+    )
+  }
+
   /** unscoped flags (scope null) or the flags scoped to one project */
   list(em: EntityManager, scopeProjectId: number | null): Promise<StatusFlag[]> {
     return em.find(StatusFlag, { scopeProjectId }, { orderBy: { position: 'asc', id: 'asc' } })
@@ -56,14 +74,6 @@ export class StatusFlagService {
     em.getUnitOfWork().unsetIdentity(flag)
   }
 
-  /** the flags a project can carry (unscoped, then its own), with the ids of those set on it */
-  async availableTo(em: EntityManager, projectId: number): Promise<{ flags: StatusFlag[]; set: Set<number> }> {
-    const flags = await em.find(StatusFlag, { $or: [{ scopeProjectId: null }, { scopeProjectId: projectId }] }, { orderBy: { position: 'asc', id: 'asc' } })
-    flags.sort((a, b) => Number(a.scopeProjectId !== null) - Number(b.scopeProjectId !== null))
-    const rows = await em.find(ProjectStatusFlag, { projectId })
-    return { flags, set: new Set(rows.map((r) => r.statusFlag.id)) }
-  }
-
   /** a flag that the project can carry: unscoped or scoped to it (404 otherwise) */
   async availableFlag(em: EntityManager, projectId: number, flagId: number): Promise<StatusFlag> {
     const flag = await em.findOne(StatusFlag, flagId)
@@ -90,7 +100,7 @@ export class StatusFlagService {
     return set
   }
 
-  serialize(flag: StatusFlag, set?: boolean) {
+  serialize(flag: Pick<StatusFlag, 'id' | 'name' | 'color' | 'scopeProjectId' | 'position' | 'createdAt' | 'updatedAt'>, set?: boolean) {
     return {
       id: flag.id,
       name: flag.name,

@@ -8,13 +8,17 @@ import { StrategyService } from './strategies.js'
 import { ACTIVE, ArchiveService } from './archive.js'
 import { registerStrategyRoutes } from './routes.js'
 import { registerArchiveRoutes } from './project-routes.js'
-import { ArchiveJob, defineCopyJobs, defineStrategyJobs } from './jobs.js'
+import { ArchiveJob, defineCopyJobs, defineStrategyJobs, defineTierJob } from './jobs.js'
 import { CopyService } from './copies.js'
 import { strategyEvents } from './events.js'
+import { StrategyRuns } from './runs.js'
+import { TierService } from './tier.js'
+import { registerTierRoutes } from './tier-routes.js'
 import { registerCopyRoutes } from './copy-routes.js'
 export { strategyServices } from './refs.js'
 export { StrategyService } from './strategies.js'
 export { ArchiveService } from './archive.js'
+export { StrategyRuns, RUNNABLE_KINDS, type RunnableKind, type ProjectRun, type RunTarget } from './runs.js'
 export { Strategy, ArchiveState, ArchiveFile, StrategyCopy } from './entities.js'
 
 import { conflict, coreServices, definePlugin, sqliteFile } from '../../core/index.js'
@@ -48,13 +52,19 @@ export const strategiesPlugin = definePlugin({
       const db = r(coreServices.db)
       return new CopyService(r(coreServices.knex), db.dialect, r(strategyServices.strategies), r(projectServices.service), api.config.databaseUrl, sqliteFile(api.config.dataDir, api.config.databaseUrl))
     })
+    api.provide(strategyServices.runs, (r) => new StrategyRuns(r(coreServices.knex), r(coreServices.jobs), r(strategyServices.archives), r(strategyServices.strategies), r(projectServices.service), r(projectServices.guards), () => r(coreServices.em), r(strategyServices.tier), r(coreServices.storages)))
+    api.provide(strategyServices.tier, (r) => new TierService(r(coreServices.knex), r(coreServices.storages), r(projectServices.storageJournal), r(strategyServices.archives), r(projectServices.service), r(projectServices.guards)))
     registerStrategyRoutes(api)
+    registerTierRoutes(api)
+    defineTierJob(api)
     registerCopyRoutes(api)
     defineCopyJobs(api)
     registerArchiveRoutes(api)
     defineStrategyJobs(api)
   },
   start({ resolve }) {
+    // before the projects plugin's started phase repairs what a killed process left in the journal
+    resolve(strategyServices.tier).defineRepair()
     const archives = resolve(strategyServices.archives)
     // GET /projects/:id shows where its archive is and how far it got
     resolve(projectServices.service).views.add(async (_em, projects, json) => {

@@ -1,7 +1,7 @@
 import { Type } from 'typebox'
 import { strategyServices } from './refs.js'
 
-import { IdParam, defineJob, type RegisterApi } from '../../core/index.js'
+import { IdParam, coreServices, defineJob, type RegisterApi } from '../../core/index.js'
 export const ArchiveJob = defineJob('strategies.archive', Type.Object({ projectId: IdParam }))
 
 export function defineStrategyJobs(api: RegisterApi) {
@@ -33,4 +33,15 @@ export function defineCopyJobs(api: RegisterApi) {
   api.jobs.define(CopyJob, { kind: 'copy_to', maxAttempts: 3, concurrency: 2, handler: (ctx) => ctx.resolve(strategyServices.copies).copyTo(ctx.id, ctx.payload, runCtx(ctx)) })
   api.jobs.define(BackupJob, { kind: 'project', maxAttempts: 3, concurrency: 1, handler: (ctx) => ctx.resolve(strategyServices.copies).backup(ctx.id, ctx.payload, runCtx(ctx)) })
   api.jobs.define(DatabaseBackupJob, { kind: 'generic', maxAttempts: 3, concurrency: 1, handler: (ctx) => ctx.resolve(strategyServices.copies).databaseBackup(ctx.id, ctx.payload, runCtx(ctx)) })
+}
+
+export const TierJob = defineJob('strategies.tier', Type.Object({ projectId: IdParam, storage: Type.String({ minLength: 1, maxLength: 64 }) }))
+
+export function defineTierJob(api: RegisterApi) {
+  api.jobs.define(TierJob, {
+    kind: 'project',
+    maxAttempts: 3,
+    concurrency: 1,
+    handler: (ctx) => ctx.resolve(strategyServices.tier).tier(ctx.resolve(coreServices.em), ctx.payload.projectId, ctx.payload.storage, { signal: ctx.signal, progress: (f) => ctx.progress(f), log: ctx.log }),
+  })
 }

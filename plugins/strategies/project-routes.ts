@@ -3,10 +3,9 @@ import type { Project } from '../projects/index.js'
 import { strategyServices } from './refs.js'
 import { ArchiveInput, NoInput } from './schemas.js'
 import { strategyParam } from './routes.js'
-import { ArchiveJob } from './jobs.js'
 import type { StateRow } from './archive.js'
 
-import { IdParams, MamError, conflict, coreServices, type MamContext, type RegisterApi } from '../../core/index.js'
+import { IdParams, MamError, conflict, type MamContext, type RegisterApi } from '../../core/index.js'
 /** §4.20 archive, unarchive, move_archive, cancel_archiving, clear_archive_errors, clear_all_archive_errors */
 export function registerArchiveRoutes(api: RegisterApi) {
   const { routes } = api
@@ -14,7 +13,7 @@ export function registerArchiveRoutes(api: RegisterApi) {
   const guards = api.use(projectServices.guards)
   const archives = api.use(strategyServices.archives)
   const strategies = api.use(strategyServices.strategies)
-  const jobs = api.use(coreServices.jobs)
+  const runs = api.use(strategyServices.runs)
 
   /** a project the caller may change, that no edit has mounted or opened (409), not frozen (423) */
   const archivable = async (ctx: MamContext, id: number): Promise<Project> => {
@@ -30,8 +29,7 @@ export function registerArchiveRoutes(api: RegisterApi) {
   }
 
   const start = async (ctx: MamContext, s: StateRow) => {
-    const job = await jobs().enqueue(ArchiveJob.type, { projectId: s.project_id }, { userId: ctx.user!.userId, projectId: s.project_id, maxAttempts: 10 })
-    await archives().setJob(s.id, job.id)
+    await runs().queueArchive(s, ctx.user!.userId)
     return answer(ctx, (await archives().state(s.project_id))!, 202)
   }
 
@@ -42,15 +40,7 @@ export function registerArchiveRoutes(api: RegisterApi) {
       const project = await archivable(ctx, ctx.params.id)
       const ref = strategyParam(ctx.input)!
       const strategy = await strategies().usable('archive', ref.id, ctx.user, ref.param)
-      const current = await archives().state(project.id)
-      // a failed archive resumes with its strategy; another strategy needs the old copies gone first
-      if (current && current.state === 'failed' && current.direction === 'archive' && current.archive_strategy_id !== strategy.id && current.bytes_released > 0)
-        throw conflict(`Project "${project.name}" is partly archived with strategy ${current.archive_strategy_id}; resume with that strategy or unarchive first`)
-      const s = await archives().begin(project.id, 'archive', ['online', 'failed', 'cancelled'], {
-        archive_strategy_id: strategy.id,
-        user_id: ctx.user.userId,
-        exclude_linked_files: ctx.input.exclude_linked_files ?? false,
-      })
+      const s = await runs().beginArchive(project.id, strategy.id, ctx.user.userId, ctx.input.exclude_linked_files ?? false)
       return start(ctx, s)
     },
   )

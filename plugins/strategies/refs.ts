@@ -1,6 +1,8 @@
 import type { ArchiveService } from './archive.js'
 import type { StrategyService } from './strategies.js'
 import type { CopyService } from './copies.js'
+import type { StrategyRuns } from './runs.js'
+import type { TierService } from './tier.js'
 
 import { createServiceRef } from '../../core/index.js'
 /** The strategies plugin's services, for plugins that list `strategies` in their dependsOn. */
@@ -11,4 +13,8 @@ export const strategyServices = {
   archives: createServiceRef<ArchiveService>('strategies.archives'),
   /** copy-to, project backups and database backups */
   copies: createServiceRef<CopyService>('strategies.copies'),
+  /** starting archive, backup, copy-to (and tier) jobs on projects, for requests and unattended runs (schedules) */
+  runs: createServiceRef<StrategyRuns>('strategies.runs'),
+  /** moving projects between named storages (POST /projects/tier) */
+  tier: createServiceRef<TierService>('strategies.tier'),
 } as const

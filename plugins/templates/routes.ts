@@ -1,4 +1,4 @@
-import { IdParams, invalid, type RegisterApi, type MamContext, type ParamError } from '../../core/index.js'
+import { IdParams, coreServices, invalid, type RegisterApi, type MamContext, type ParamError } from '../../core/index.js'
 import { DeleteInput, TemplateInput } from './schemas.js'
 import { readPatterns } from './patterns-input.js'
 import type { TemplateChanges, TemplateService } from './service.js'
@@ -11,7 +11,7 @@ export function registerTemplateRoutes({ routes }: RegisterApi) {
   const service = (ctx: MamContext) => ctx.resolve<TemplateService>('templates')
 
   routes.get('/templates', { access: 'authenticated', summary: 'list all templates' }, async (ctx) => ({
-    templates: await service(ctx).listSerialized(ctx.resolve('knex'), ctx.user),
+    templates: await service(ctx).listSerialized(ctx.resolve(coreServices.knex), ctx.user),
   }))
 
   routes.get('/templates/:id', { access: 'authenticated', params: IdParams, summary: 'show a template' }, async (ctx) => {

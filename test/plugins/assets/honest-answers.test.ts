@@ -35,11 +35,14 @@ onEachDatabase(t, 'final proxy states, RFC 9110 ranges, asset job counts, reel n
     { name: 'notes.txt', data: 'plain text notes' },
     { name: 'noise.bin', data: random },
     { name: 'letters.txt', data: 'abcdefghijklmnopqrstuvwxyz'.repeat(4) },
+    // ffprobe reads any `.bin` of this size as BinText "video" (text art): random bytes are not media
+    // (the fault campaign's proxy jobs failed on such uploads)
+    { name: 'art.bin', data: randomBytes(124_480) },
   ])
   const ids = idsByName(up)
 
   // item 16: files that are not media end in `none`, with the reason, instead of `pending` forever
-  for (const name of ['notes.txt', 'noise.bin', 'letters.txt']) {
+  for (const name of ['notes.txt', 'noise.bin', 'letters.txt', 'art.bin']) {
     const asset = await waitForAsset(s, s.user.token, ids[name], (a) => a.analysis_state === 'ready' && a.proxy_state !== 'pending')
     t.match(asset, { type: 'other', analysis_state: 'ready', analysis_error: null, proxy_state: 'none', proxy_error: 'not audio, video or a still image: no proxy is made', proxy: { state: 'none', kinds: [] } }, `${name}: a final proxy state`)
   }

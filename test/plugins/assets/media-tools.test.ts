@@ -57,6 +57,12 @@ t.test('short-lived tools run from a helper process that comes back after it die
   await t.rejects(hanging, { launcher: true, message: /launcher process exited/ }, 'a run cut off by the helper dying fails as the launcher’s fault, not the file’s')
   t.match((await launcher.run(bundled.ffprobe, ['-hide_banner', '-version'])).stdout, /^ffprobe version/, 'the next run starts a new helper')
   t.not(launcher.pid, first, 'a new process')
+  // a helper that answers nothing (stopped here) fails the run past the program's timeout plus a grace, and is replaced
+  const stopped = launcher.pid!
+  process.kill(stopped, 'SIGSTOP')
+  await t.rejects(launcher.run('/bin/true', [], { timeoutMs: 100 }), { launcher: true, message: /did not answer within 5100 ms/ }, 'a silent helper is the launcher’s fault')
+  t.match((await launcher.run(bundled.ffprobe, ['-hide_banner', '-version'])).stdout, /^ffprobe version/, 'and the next run has a new helper')
+  t.not(launcher.pid, stopped, 'the stopped one was replaced')
   // an idle helper does not keep this process alive: were it referenced, the test file would never end
   const idle = new Launcher()
   await idle.run('/bin/true', [])

@@ -67,8 +67,8 @@ for (const db of databaseKinds()) {
     // 1. kill while copying
     const archived = await call('PUT', `/projects/${id}/archive`, { strategy: strategy.body.archivestrategy.id })
     t.equal(archived.status, 202, archived.text)
-    // killed once the first copies are on the target
-    await waitFor('copying', async () => (await stateOf()) === 'copying' && (await import('node:fs/promises')).readdir(dest).then((e) => e.length > 0, () => false), 30_000)
+    // killed once the first copies are on the target (the archive job is queued behind the 153 analyses)
+    await waitFor('copying', async () => (await stateOf()) === 'copying' && (await import('node:fs/promises')).readdir(dest).then((e) => e.length > 0, () => false), 120_000)
     await new Promise((r) => setTimeout(r, 200))
     server.child.kill('SIGKILL')
     await server.exited
