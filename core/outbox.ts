@@ -143,7 +143,11 @@ export class Outbox {
     const ids = rows.map((r) => Number(r.id))
     const events = rows.map(toPublished)
     try {
-      for (const consumer of this.consumers) if (this.isActive(consumer.plugin)) await consumer.deliver(events)
+      // side by side: a cheap consumer (webhooks: a row per hook) does not wait for a heavy one
+      // (notifications: a row per user); a failure of either hands the whole batch out again
+      const outcomes = await Promise.allSettled(this.consumers.filter((c) => this.isActive(c.plugin)).map((c) => c.deliver(events)))
+      const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected')
+      if (failed) throw failed.reason
     } catch (err) {
       const attempts = Math.max(...rows.map((r) => Number(r.attempts)))
       if (attempts < MAX_ATTEMPTS) {

@@ -1,6 +1,7 @@
 import path from 'node:path'
-import { IdParams, NoInput, invalidParam, uploadName, serializeJob, idempotent, type Outbox, type RegisterApi, type MamContext, type JobService, type Knex } from '../../core/index.js'
+import { IdParams, NoInput, coreServices, invalidParam, uploadName, serializeJob, idempotent, type Outbox, type RegisterApi, type MamContext, type JobService, type Knex } from '../../core/index.js'
 import { assetIngested } from './events.js'
+import { publishQuotaCrossings } from './quota-events.js'
 import type { ProjectService } from '../projects/index.js'
 import { Asset } from './entities.js'
 import { AddAssetsInput, ChangedSinceInput, CountInput, InjectInput, ListAssetsInput } from './schemas.js'
@@ -87,6 +88,7 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
             body = { assets: views.map(serializeAsset) }
             await answer.save(trx, body)
             await ctx.resolve<Outbox>('outbox').publishMany(trx, views.map((v) => ({ event: assetIngested, payload: { asset_id: v.id, name: v.name, folder: v.folder ?? '', size: Number(v.size ?? 0), project_id: project.id, project_name: project.name }, options: { subjectId: v.id, actorId: ctx.user!.userId } })))
+            await publishQuotaCrossings(trx, ctx.resolve(coreServices.db).dialect, ctx.resolve<Outbox>('outbox'), project.id, views.reduce((n, v) => n + Number(v.size ?? 0), 0), ctx.user!.userId)
           },
         })
         await s.refreshTeamSpace(project.id)

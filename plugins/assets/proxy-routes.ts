@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { IdParam, IdParams, NoInput, notFound, serializeJob, type RegisterApi, type MamContext, type JobService, type MediaTools } from '../../core/index.js'
+import { IdParam, IdParams, MamError, NoInput, notFound, serializeJob, type RegisterApi, type MamContext, type JobService, type MediaTools } from '../../core/index.js'
 import type { ProjectService } from '../projects/index.js'
 import { assetJob, type AssetService } from './service.js'
 import type { ProxyStore } from './proxy-store.js'
@@ -26,7 +26,16 @@ export async function sendProxy(ctx: MamContext, asset: Asset, kind: string, fil
   const store = ctx.resolve<ProxyStore>('proxyStore')
   const file = store.fileOf(asset, kind)
   if (!file) throw notFound(`${kind} proxy of asset`, asset.id)
-  await sendFile(ctx, { path: file, key: store.keyOf(asset), type: KINDS[kind], filename })
+  try {
+    await sendFile(ctx, { path: file, key: store.keyOf(asset), type: KINDS[kind], filename })
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+    // the row names a proxy whose file went (removed by hand, a data dir restored without its proxies):
+    // a 404 that says so, not a 500. The size is read before any header is set, so the problem body
+    // goes out clean; a file that vanished between that and the open leaves headers to drop here.
+    for (const header of ['Content-Disposition', 'Content-Range', 'Accept-Ranges']) ctx.remove(header)
+    throw new MamError('not_found', `The ${kind} proxy file of this asset is missing on disk (proxy_state: ${asset.proxyState}); POST /assets/:id/reencode makes it again`, { proxy_state: asset.proxyState })
+  }
 }
 
 /** proxies: the key, the files, re-encoding and the project-wide proxy jobs (§4.6, §4.20) */

@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto'
 import { Type } from 'typebox'
 import { raw } from '@mikro-orm/core'
-import { IdParam, IdParams, Page, MamError, forbidden, notFound, sha256, User, iso, type RegisterApi, type MamContext } from '../../core/index.js'
+import { IdParam, IdParams, Page, MamError, forbidden, notFound, sha256, User, iso, type Outbox, type RegisterApi, type MamContext } from '../../core/index.js'
 import type { Mailer } from '../identity/index.js'
 import type { AssetService } from './service.js'
 import type { ProxyStore } from './proxy-store.js'
 import type { Asset } from './entities.js'
 import { lowresKind, sendProxy } from './proxy-routes.js'
 import { AssetShare, serializeShare } from './shares.js'
+import { shareReceived } from './events.js'
 
 // one address only: no list separators, brackets or quotes that would turn `to` into several recipients
 const Email = Type.String({ maxLength: 254, pattern: '^[^\\s@<>,;"()\\[\\]\\\\]+@[^\\s@<>,;"()\\[\\]\\\\]+\\.[^\\s@<>,;"()\\[\\]\\\\]+$' })
@@ -78,6 +79,15 @@ export function registerShareRoutes({ routes }: RegisterApi) {
       await ctx.em.remove(share).flush() // a link nobody received must not stay valid
       throw err
     }
+    // told once the mail went out (a link whose mail failed is removed above, so no event may announce it);
+    // accounts with that address hear it in the app too, when they may read the asset
+    const recipients = await ctx.em.find(User, { [raw('lower(email)')]: email.toLowerCase() }, { fields: ['id'] })
+    await ctx.resolve<Outbox>('outbox').publish(
+      ctx.em,
+      shareReceived,
+      { asset_id: asset.id, name: asset.name, project_id: asset.project.id, share_id: share.id, email, expires_at: share.expiresAt.toISOString(), shared_by_id: sharedBy.id, recipient_ids: recipients.map((u) => u.id) },
+      { subjectId: asset.id, actorId: sharedBy.id },
+    )
     return { asset_share: serializeShare(share) }
   })
 

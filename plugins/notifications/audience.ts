@@ -6,18 +6,27 @@ import { column, type Knex, type EventAudience, type PublishedEvent } from '../.
  * user who started them, users and teams by themselves; administrators read everything. A subject
  * type without a rule here is told to administrators only.
  */
-export class Audience {
-  private admins?: { at: number; ids: Set<number> }
+/** what one fan-out batch looked up once: who reads each subject, who the administrators are */
+export interface BatchLookups {
+  readers: Map<string, Promise<Set<number>>>
+  admins?: Promise<Set<number>>
+}
 
+export class Audience {
   constructor(private readonly knex: Knex) {}
 
-  async adminIds(): Promise<Set<number>> {
-    if (this.admins && Date.now() - this.admins.at < 5000) return this.admins.ids
-    const roles = await this.knex('roles').select('id', 'role_matrix')
-    const adminRoles = roles.filter((r: any) => column.json<Record<string, boolean>>(r.role_matrix, {}).admin === true).map((r: any) => Number(r.id))
-    const users = adminRoles.length ? await this.knex('users').whereIn('role_id', adminRoles).pluck('id') : []
-    this.admins = { at: Date.now(), ids: new Set(users.map(Number)) }
-    return this.admins.ids
+  /**
+   * The administrators, read once per batch (not cached across batches: a user made administrator a
+   * moment ago, by this process or another, hears the next event).
+   */
+  adminIds(batch: BatchLookups): Promise<Set<number>> {
+    batch.admins ??= (async () => {
+      const roles = await this.knex('roles').select('id', 'role_matrix')
+      const adminRoles = roles.filter((r: any) => column.json<Record<string, boolean>>(r.role_matrix, {}).admin === true).map((r: any) => Number(r.id))
+      const users = adminRoles.length ? await this.knex('users').whereIn('role_id', adminRoles).pluck('id') : []
+      return new Set(users.map(Number))
+    })()
+    return batch.admins
   }
 
   private async teamMembers(teamIds: number[]): Promise<number[]> {
@@ -70,16 +79,16 @@ export class Audience {
    * The users to tell about an event: whom it concerns (its audience), less the user who caused it,
    * less anybody who may not read its subject.
    */
-  async recipients(event: PublishedEvent, audience: EventAudience, readersCache: Map<string, Promise<Set<number>>>): Promise<number[]> {
+  async recipients(event: PublishedEvent, audience: EventAudience, batch: BatchLookups): Promise<number[]> {
     const key = `${event.subject.type}:${event.subject.id}`
-    let readers = readersCache.get(key)
-    if (!readers) readersCache.set(key, (readers = this.readers(event.subject)))
+    let readers = batch.readers.get(key)
+    if (!readers) batch.readers.set(key, (readers = this.readers(event.subject)))
     const explicit = await readers
-    const admins = await this.adminIds()
+    const admins = await this.adminIds(batch)
     const wanted = new Set<number>()
     for (const id of audience.users ?? []) if (id !== null && id !== undefined) wanted.add(Number(id))
     for (const id of await this.teamMembers((audience.teams ?? []).filter((t): t is number => t !== null && t !== undefined))) wanted.add(id)
-    if (audience.admins) for (const id of await this.adminIds()) wanted.add(id)
+    if (audience.admins) for (const id of admins) wanted.add(id)
     if (audience.readers) for (const id of explicit) wanted.add(id)
     if (event.actor_id !== null) wanted.delete(event.actor_id)
     return [...wanted].filter((id) => explicit.has(id) || admins.has(id)).sort((a, b) => a - b)

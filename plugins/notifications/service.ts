@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import { column, iso, invalid, notFound, type Dialect, type Knex, type ParamError, type EventBus, type PublishedEvent, type JobService } from '../../core/index.js'
-import type { Audience } from './audience.js'
+import type { Audience, BatchLookups } from './audience.js'
 import { renderMail, titleOf, type MailItem } from './templates.js'
 
 export const EMAIL_MODES = ['off', 'immediately', 'hourly', 'daily'] as const
@@ -56,13 +56,13 @@ export class NotificationService {
 
   /** the outbox consumer: idempotent by (user, event id) */
   async deliver(events: PublishedEvent[]): Promise<number> {
-    const readers = new Map<string, Promise<Set<number>>>()
+    const batch: BatchLookups = { readers: new Map() }
     const wanted: Array<{ event: PublishedEvent; userId: number }> = []
     for (const event of events) {
       const type = this.bus.declaredEvent(event.name)
       const audience = type?.audience?.(event.payload)
       if (!audience) continue
-      for (const userId of await this.audience.recipients(event, audience, readers)) wanted.push({ event, userId })
+      for (const userId of await this.audience.recipients(event, audience, batch)) wanted.push({ event, userId })
     }
     if (!wanted.length) return 0
     const channels = await this.channelsFor([...new Set(wanted.map((w) => w.userId))], [...new Set(wanted.map((w) => w.event.name))])
@@ -93,7 +93,12 @@ export class NotificationService {
     }
     if (!rows.length) return 0
     await this.knex.transaction(async (trx) => {
-      for (let i = 0; i < rows.length; i += 500) await trx('notifications').insert(rows.slice(i, i + 500)).onConflict(['user_id', 'event_id']).ignore()
+      for (let i = 0; i < rows.length; i += 500) {
+        await trx('notifications').insert(rows.slice(i, i + 500)).onConflict(['user_id', 'event_id']).ignore()
+        // SQLite runs each statement synchronously: a batch of 50,000 rows would hold the event loop for
+        // seconds, and answers that arrived meanwhile (webhook posts) would be read after their timeout fired
+        await new Promise((resolve) => setImmediate(resolve))
+      }
       if (firstDue) await this.jobs.ensureQueued(trx, SEND_EMAILS_JOB, {}, { runAt: firstDue })
     })
     return rows.length

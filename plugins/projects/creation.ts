@@ -1,6 +1,7 @@
 import { lstat, rm, rmdir } from 'node:fs/promises'
 import path from 'node:path'
-import type { Knex, JournalEntry, StorageJournal, StorageRegistry } from '../../core/index.js'
+import type { Knex, JournalEntry, Outbox, StorageJournal, StorageRegistry } from '../../core/index.js'
+import { projectCreated } from './events.js'
 
 export const CREATE_KIND = 'projects.create'
 
@@ -19,9 +20,10 @@ const exists = (p: string) => lstat(p).then(() => true, () => false)
  * Undoes a creation that did not finish (a crash, a lost race for the name, a folder that appeared
  * meanwhile): while the staged tree has not been renamed into place, the row (if written) and the
  * staging folder go, and nothing else: a loser never touches the winner's folder. A creation whose
- * tree is in place is complete.
+ * tree is in place is complete; its journal entry still open means its last transaction (which
+ * publishes project.created) never committed, so the repair publishes the event with the entry's end.
  */
-export function repairCreation(knex: Knex, storages: StorageRegistry, journal: StorageJournal) {
+export function repairCreation(knex: Knex, storages: StorageRegistry, journal: StorageJournal, outbox?: Outbox) {
   return async (entry: JournalEntry<CreateIntent>) => {
     const { storage, folder, staging, uuid } = entry.payload
     const root = storages.get(storage).root
@@ -40,6 +42,11 @@ export function repairCreation(knex: Knex, storages: StorageRegistry, journal: S
           await trx('access_rights').where({ object_type: 'project', object_id: row.id }).delete()
           await trx('projects').where({ id: row.id }).delete()
         }
+      } else {
+        const row = await trx('projects').where({ uuid }).first('id', 'name', 'storage', 'created_by_id')
+        const own = row?.created_by_id == null ? undefined : await trx('teams').where({ owner_id: row.created_by_id }).first('id')
+        if (row && own)
+          await outbox?.publish(trx, projectCreated, { project_id: Number(row.id), name: row.name, storage: row.storage, created_by_id: Number(row.created_by_id), team_id: Number(own.id) }, { subjectId: Number(row.id), actorId: Number(row.created_by_id) })
       }
       await journal.end(trx, entry)
     })

@@ -70,7 +70,7 @@ export const projectsPlugin = definePlugin({
     resolve(projectServices.moves).defineRepair()
     resolve(projectServices.relocation).defineRepair()
     const journal = resolve(projectServices.storageJournal)
-    journal.define(CREATE_KIND, repairCreation(resolve(coreServices.knex), resolve(coreServices.storages), journal))
+    journal.define(CREATE_KIND, repairCreation(resolve(coreServices.knex), resolve(coreServices.storages), journal, resolve(coreServices.outbox)))
   },
   async started({ resolve }) {
     // after every plugin's start, so the hooks of the plugins whose rows follow moves are in place

@@ -4,9 +4,11 @@ import { METADATA_PROPERTIES } from '../assets/index.js'
 import { searchServices } from './refs.js'
 import { DEFAULT_PROPERTIES, migrations, reindex } from './migrations.js'
 import { SearchService } from './service.js'
+import { SearchTextSchema } from './entities.js'
 import { registerSearchRoutes } from './routes.js'
 
 export { searchServices } from './refs.js'
+export type { SearchService, AssetText } from './service.js'
 
 import { coreServices, defineJob, definePlugin } from '../../core/index.js'
 const Settings = Type.Object(
@@ -28,6 +30,7 @@ export const searchPlugin = definePlugin({
   description: 'Full-text search over asset names, paths, technical properties, custom metadata and projects (PostgreSQL tsvector + GIN, SQLite FTS5)',
   dependsOn: ['identity', 'projects', 'assets', 'custom-metadata'],
   migrations,
+  entities: [SearchTextSchema],
   settings: Settings,
   register(api) {
     api.provide(searchServices.service, (r) => new SearchService(r(coreServices.knex), r(coreServices.db).dialect, r(identityServices.accessRights), () => api.settings().properties))

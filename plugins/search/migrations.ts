@@ -10,6 +10,24 @@ import { type Knex, type Migration } from '../../core/index.js'
 
 // ---- PostgreSQL -------------------------------------------------------------------------------
 
+/**
+ * The function that writes assets' documents. `spoken`: with the texts other plugins give an asset
+ * (`search_texts`: transcript sentences), weight `D`. Migration 0001 made it without them, 0002 with.
+ */
+const pgAssetsFunction = (spoken: boolean) => `CREATE OR REPLACE FUNCTION mamkit_search_assets(ids integer[]) RETURNS void LANGUAGE plpgsql AS $$
+   BEGIN
+     DELETE FROM search_documents WHERE kind = 'asset' AND object_id = ANY(ids);
+     INSERT INTO search_documents (kind, object_id, project_id, asset_type, folder, created_at, tsv)
+     SELECT 'asset', a.id, a.project_id, a.type, a.folder, a.created_at,
+       setweight(to_tsvector('simple', mamkit_words(a.name || ' ' || a.path)), 'A')
+       || setweight(to_tsvector('simple', mamkit_words((SELECT string_agg(f.name || ' ' || v.text_value, ' ') FROM custom_metadata_values v JOIN custom_metadata_fields f ON f.id = v.custom_metadata_field_id WHERE v.owner_type = 'asset' AND v.owner_id = a.id))), 'B')
+       || setweight(to_tsvector('simple', mamkit_words((SELECT string_agg(j.key || ' ' || j.value, ' ') FROM json_each_text(a.metadata) j WHERE j.key IN (SELECT name FROM search_properties)))), 'C')${
+         spoken ? `
+       || setweight(to_tsvector('simple', mamkit_words((SELECT string_agg(t.text, ' ' ORDER BY t.source_id, t.start_ms, t.id) FROM search_texts t WHERE t.asset_id = a.id))), 'D')` : ''
+       }
+     FROM assets a WHERE a.id = ANY(ids);
+   END $$`
+
 const PG = [
   `CREATE TABLE search_properties (name varchar(100) PRIMARY KEY)`,
   `CREATE TABLE search_documents (
@@ -25,16 +43,7 @@ const PG = [
   `CREATE INDEX search_documents_tsv ON search_documents USING gin (tsv)`,
   `CREATE INDEX search_documents_project ON search_documents (project_id, kind, object_id)`,
   `CREATE FUNCTION mamkit_words(t text) RETURNS text IMMUTABLE LANGUAGE sql AS $$ SELECT regexp_replace(lower(coalesce(t, '')), '[^[:alnum:]]+', ' ', 'g') $$`,
-  `CREATE FUNCTION mamkit_search_assets(ids integer[]) RETURNS void LANGUAGE plpgsql AS $$
-   BEGIN
-     DELETE FROM search_documents WHERE kind = 'asset' AND object_id = ANY(ids);
-     INSERT INTO search_documents (kind, object_id, project_id, asset_type, folder, created_at, tsv)
-     SELECT 'asset', a.id, a.project_id, a.type, a.folder, a.created_at,
-       setweight(to_tsvector('simple', mamkit_words(a.name || ' ' || a.path)), 'A')
-       || setweight(to_tsvector('simple', mamkit_words((SELECT string_agg(f.name || ' ' || v.text_value, ' ') FROM custom_metadata_values v JOIN custom_metadata_fields f ON f.id = v.custom_metadata_field_id WHERE v.owner_type = 'asset' AND v.owner_id = a.id))), 'B')
-       || setweight(to_tsvector('simple', mamkit_words((SELECT string_agg(j.key || ' ' || j.value, ' ') FROM json_each_text(a.metadata) j WHERE j.key IN (SELECT name FROM search_properties)))), 'C')
-     FROM assets a WHERE a.id = ANY(ids);
-   END $$`,
+  pgAssetsFunction(false),
   `CREATE FUNCTION mamkit_search_projects(ids integer[]) RETURNS void LANGUAGE plpgsql AS $$
    BEGIN
      DELETE FROM search_documents WHERE kind = 'project' AND object_id = ANY(ids);
@@ -88,15 +97,18 @@ const PG = [
 // ---- SQLite -----------------------------------------------------------------------------------
 
 /** the words of the assets `where` selects (`a` is the asset), written into both tables */
-const sqliteAssets = (where: string) => `
+const sqliteAssets = (where: string, spoken = true) => `
   DELETE FROM search_fts WHERE rowid IN (SELECT d.id FROM search_documents d JOIN assets a ON a.id = d.object_id WHERE d.kind = 'asset' AND ${where});
   INSERT INTO search_documents (kind, object_id, project_id, asset_type, folder, created_at)
     SELECT 'asset', a.id, a.project_id, a.type, a.folder, a.created_at FROM assets a WHERE ${where}
     ON CONFLICT (kind, object_id) DO UPDATE SET project_id = excluded.project_id, asset_type = excluded.asset_type, folder = excluded.folder;
-  INSERT INTO search_fts (rowid, name, custom, props)
+  INSERT INTO search_fts (rowid, name, custom, props${spoken ? ', spoken' : ''})
     SELECT d.id, a.name || ' ' || a.path,
       coalesce((SELECT group_concat(f.name || ' ' || v.text_value, ' ') FROM custom_metadata_values v JOIN custom_metadata_fields f ON f.id = v.custom_metadata_field_id WHERE v.owner_type = 'asset' AND v.owner_id = a.id), ''),
-      coalesce((SELECT group_concat(j.key || ' ' || j.value, ' ') FROM json_each(a.metadata) j WHERE j.key IN (SELECT name FROM search_properties)), '')
+      coalesce((SELECT group_concat(j.key || ' ' || j.value, ' ') FROM json_each(a.metadata) j WHERE j.key IN (SELECT name FROM search_properties)), '')${
+        spoken ? `,
+      coalesce((SELECT group_concat(t.text, ' ') FROM (SELECT text FROM search_texts WHERE asset_id = a.id ORDER BY source_id, start_ms, id) t), '')` : ''
+      }
     FROM assets a JOIN search_documents d ON d.kind = 'asset' AND d.object_id = a.id WHERE ${where};`
 
 const sqliteProjects = (where: string) => `
@@ -114,6 +126,24 @@ const sqliteRemove = (kind: string, id: string) => `
   DELETE FROM search_fts WHERE rowid IN (SELECT id FROM search_documents WHERE kind = '${kind}' AND object_id = ${id});
   DELETE FROM search_documents WHERE kind = '${kind}' AND object_id = ${id};`
 
+/** the triggers that write assets' documents (they name the FTS columns, so 0002 makes them anew) */
+const sqliteAssetTriggers = (spoken: boolean) => [
+  `CREATE TRIGGER search_assets_insert AFTER INSERT ON assets BEGIN ${sqliteAssets('a.id = NEW.id', spoken)} END`,
+  `CREATE TRIGGER search_assets_update AFTER UPDATE ON assets
+     WHEN OLD.name IS NOT NEW.name OR OLD.path IS NOT NEW.path OR OLD.type IS NOT NEW.type OR OLD.project_id IS NOT NEW.project_id OR OLD.metadata IS NOT NEW.metadata
+     BEGIN ${sqliteAssets('a.id = NEW.id', spoken)} END`,
+  `CREATE TRIGGER search_fields_rename AFTER UPDATE ON custom_metadata_fields WHEN OLD.name IS NOT NEW.name BEGIN
+     ${sqliteAssets(`a.id IN (SELECT owner_id FROM custom_metadata_values WHERE custom_metadata_field_id = NEW.id AND owner_type = 'asset')`, spoken)}
+     ${sqliteProjects(`p.id IN (SELECT owner_id FROM custom_metadata_values WHERE custom_metadata_field_id = NEW.id AND owner_type = 'project')`)}
+   END`,
+  ...(['INSERT', 'UPDATE', 'DELETE'] as const).map((op) => {
+    const row = op === 'DELETE' ? 'OLD' : 'NEW'
+    return `CREATE TRIGGER search_values_${op.toLowerCase()}_asset AFTER ${op} ON custom_metadata_values WHEN ${row}.owner_type = 'asset' BEGIN ${sqliteAssets(`a.id = ${row}.owner_id`, spoken)} END`
+  }),
+]
+const SQLITE_ASSET_TRIGGERS = ['search_assets_insert', 'search_assets_update', 'search_fields_rename', 'search_values_insert_asset', 'search_values_update_asset', 'search_values_delete_asset']
+const FTS = (spoken: boolean) => `CREATE VIRTUAL TABLE search_fts USING fts5(name, custom, props${spoken ? ', spoken' : ''}, tokenize = 'unicode61 remove_diacritics 0')`
+
 const SQLITE = [
   `CREATE TABLE search_properties (name varchar(100) PRIMARY KEY)`,
   `CREATE TABLE search_documents (
@@ -127,32 +157,22 @@ const SQLITE = [
      UNIQUE (kind, object_id))`,
   `CREATE INDEX search_documents_project ON search_documents (project_id, kind, object_id)`,
   // columns weighted by bm25 at query time: name and path, custom values, technical properties / description
-  `CREATE VIRTUAL TABLE search_fts USING fts5(name, custom, props, tokenize = 'unicode61 remove_diacritics 0')`,
-  `CREATE TRIGGER search_assets_insert AFTER INSERT ON assets BEGIN ${sqliteAssets('a.id = NEW.id')} END`,
-  `CREATE TRIGGER search_assets_update AFTER UPDATE ON assets
-     WHEN OLD.name IS NOT NEW.name OR OLD.path IS NOT NEW.path OR OLD.type IS NOT NEW.type OR OLD.project_id IS NOT NEW.project_id OR OLD.metadata IS NOT NEW.metadata
-     BEGIN ${sqliteAssets('a.id = NEW.id')} END`,
+  FTS(false),
+  ...sqliteAssetTriggers(false),
   `CREATE TRIGGER search_assets_delete AFTER DELETE ON assets BEGIN ${sqliteRemove('asset', 'OLD.id')} END`,
   `CREATE TRIGGER search_projects_insert AFTER INSERT ON projects BEGIN ${sqliteProjects('p.id = NEW.id')} END`,
   `CREATE TRIGGER search_projects_update AFTER UPDATE ON projects
      WHEN OLD.name IS NOT NEW.name OR OLD.description IS NOT NEW.description OR OLD.alternative_name IS NOT NEW.alternative_name
      BEGIN ${sqliteProjects('p.id = NEW.id')} END`,
   `CREATE TRIGGER search_projects_delete AFTER DELETE ON projects BEGIN ${sqliteRemove('project', 'OLD.id')} END`,
-  `CREATE TRIGGER search_fields_rename AFTER UPDATE ON custom_metadata_fields WHEN OLD.name IS NOT NEW.name BEGIN
-     ${sqliteAssets(`a.id IN (SELECT owner_id FROM custom_metadata_values WHERE custom_metadata_field_id = NEW.id AND owner_type = 'asset')`)}
-     ${sqliteProjects(`p.id IN (SELECT owner_id FROM custom_metadata_values WHERE custom_metadata_field_id = NEW.id AND owner_type = 'project')`)}
-   END`,
-  ...(['INSERT', 'UPDATE', 'DELETE'] as const).flatMap((op) => {
+  ...(['INSERT', 'UPDATE', 'DELETE'] as const).map((op) => {
     const row = op === 'DELETE' ? 'OLD' : 'NEW'
-    return [
-      `CREATE TRIGGER search_values_${op.toLowerCase()}_asset AFTER ${op} ON custom_metadata_values WHEN ${row}.owner_type = 'asset' BEGIN ${sqliteAssets(`a.id = ${row}.owner_id`)} END`,
-      `CREATE TRIGGER search_values_${op.toLowerCase()}_project AFTER ${op} ON custom_metadata_values WHEN ${row}.owner_type = 'project' BEGIN ${sqliteProjects(`p.id = ${row}.owner_id`)} END`,
-    ]
+    return `CREATE TRIGGER search_values_${op.toLowerCase()}_project AFTER ${op} ON custom_metadata_values WHEN ${row}.owner_type = 'project' BEGIN ${sqliteProjects(`p.id = ${row}.owner_id`)} END`
   }),
 ]
 
 /** rebuilds the documents of every asset and project, in batches of ids (after the property list changed) */
-export async function reindex(knex: Knex, dialect: string, kinds: Array<'asset' | 'project'> = ['asset', 'project'], signal?: AbortSignal): Promise<number> {
+export async function reindex(knex: Knex, dialect: string, kinds: Array<'asset' | 'project'> = ['asset', 'project'], signal?: AbortSignal, spoken = true): Promise<number> {
   let n = 0
   for (const kind of kinds) {
     const table = kind === 'asset' ? 'assets' : 'projects'
@@ -165,7 +185,7 @@ export async function reindex(knex: Knex, dialect: string, kinds: Array<'asset' 
       if (dialect === 'postgresql') await knex.raw(`SELECT mamkit_search_${table}(?::integer[])`, [ids])
       else
         await knex.transaction(async (trx) => {
-          const sql = kind === 'asset' ? sqliteAssets(`a.id BETWEEN ${lo} AND ${hi}`) : sqliteProjects(`p.id BETWEEN ${lo} AND ${hi}`)
+          const sql = kind === 'asset' ? sqliteAssets(`a.id BETWEEN ${lo} AND ${hi}`, spoken) : sqliteProjects(`p.id BETWEEN ${lo} AND ${hi}`)
           for (const statement of sql.split(';').map((s) => s.trim()).filter(Boolean)) await trx.raw(statement)
         })
       n += ids.length
@@ -173,6 +193,13 @@ export async function reindex(knex: Knex, dialect: string, kinds: Array<'asset' 
     }
   }
   return n
+}
+
+/** rewrites the documents of some assets inside the caller's transaction (their texts changed) */
+export async function refreshAssets(trx: Knex, dialect: string, ids: number[]): Promise<void> {
+  if (!ids.length) return
+  if (dialect === 'postgresql') await trx.raw('SELECT mamkit_search_assets(?::integer[])', [ids])
+  else for (const statement of sqliteAssets(`a.id IN (${ids.map((id) => Number(id)).join(', ')})`).split(';').map((s) => s.trim()).filter(Boolean)) await trx.raw(statement)
 }
 
 export const DEFAULT_PROPERTIES = ['video_codec', 'audio_codec', 'width', 'height', 'start_timecode', 'reel_name', 'clip_name', 'camera_make', 'camera_model']
@@ -184,7 +211,33 @@ export const migrations: Migration[] = [
       for (const statement of dialect === 'postgresql' ? PG : SQLITE) await knex.raw(statement)
       await knex('search_properties').insert(DEFAULT_PROPERTIES.map((name) => ({ name })))
       // documents for what exists already
-      await reindex(knex, dialect)
+      await reindex(knex, dialect, ['asset', 'project'], undefined, false)
+    },
+  },
+  {
+    // texts other plugins give assets (transcript sentences, with their time), part of the asset's document
+    name: '0002-search-texts',
+    async up(knex, dialect) {
+      await knex.schema.createTable('search_texts', (t) => {
+        t.increments('id')
+        t.integer('asset_id').notNullable().references('id').inTable('assets').onDelete('CASCADE')
+        t.string('source', 40).notNullable()
+        t.integer('source_id').notNullable()
+        t.integer('ref_id').notNullable()
+        t.integer('start_ms')
+        t.text('text').notNullable()
+        t.index(['asset_id', 'source', 'source_id'])
+      })
+      if (dialect === 'postgresql') await knex.raw(pgAssetsFunction(true))
+      else {
+        // an FTS5 table takes no new column: made anew with a `spoken` column, with the triggers that name its columns
+        for (const name of SQLITE_ASSET_TRIGGERS) await knex.raw(`DROP TRIGGER IF EXISTS ${name}`)
+        await knex.raw('DROP TABLE search_fts')
+        await knex.raw(FTS(true))
+        for (const statement of sqliteAssetTriggers(true)) await knex.raw(statement)
+        await knex('search_documents').delete()
+        await reindex(knex, dialect)
+      }
     },
   },
 ]

@@ -1,4 +1,5 @@
 import type { AccessRightService } from '../identity/index.js'
+import { refreshAssets } from './migrations.js'
 import { ftsAny, ftsField, ftsQuery, parseTerm, tsquery, tsqueryAny, tsqueryField, wordsOf, type ParsedTerm } from './query.js'
 
 import { column, escapeLike, invalid, type Dialect, type Knex, type ParamError, type Principal } from '../../core/index.js'
@@ -23,6 +24,20 @@ export interface SearchOptions extends SearchFilters {
 export interface Match {
   field: string
   snippet: string
+  /** a transcript match: where in the asset (seconds and `HH:MM:SS.mmm`), in which transcript and sentence */
+  time?: number
+  timecode?: string
+  transcription_id?: number
+  sentence_id?: number
+}
+
+/** a piece of text for an asset's document (`setAssetTexts`) */
+export interface AssetText {
+  /** the giver's row (a sentence's id) */
+  ref_id: number
+  /** where in the asset it is said, in milliseconds */
+  start_ms: number | null
+  text: string
 }
 
 export interface SearchResult {
@@ -49,6 +64,18 @@ export class SearchService {
     private readonly rights: AccessRightService,
     private readonly properties: () => string[],
   ) {}
+
+  /**
+   * Replaces the texts `source` gives an asset under `sourceId` (a transcript's sentences) and rewrites
+   * the asset's document, in the caller's transaction (`db`): the index changes with the change. An
+   * empty list removes them.
+   */
+  async setAssetTexts(db: Knex, assetId: number, source: string, sourceId: number, texts: AssetText[]): Promise<void> {
+    await db('search_texts').where({ asset_id: assetId, source, source_id: sourceId }).delete()
+    const rows = texts.filter((t) => t.text.trim()).map((t) => ({ asset_id: assetId, source, source_id: sourceId, ref_id: t.ref_id, start_ms: t.start_ms, text: t.text }))
+    for (let i = 0; i < rows.length; i += 500) await db('search_texts').insert(rows.slice(i, i + 500))
+    await refreshAssets(db, this.dialect, [assetId])
+  }
 
   async search(principal: Principal, options: SearchOptions): Promise<SearchResult> {
     const term = parseTerm(options.term)
@@ -129,7 +156,7 @@ export class SearchService {
         rank = k.raw(`ts_rank(d.tsv, to_tsquery('simple', ?))`, [positive])
       } else {
         q = q.join('search_fts as f', 'f.rowid', 'd.id').whereRaw('search_fts MATCH ?', [positive])
-        rank = k.raw('-bm25(search_fts, 10.0, 5.0, 1.0)')
+        rank = k.raw('-bm25(search_fts, 10.0, 5.0, 1.0, 0.5)')
       }
     }
     if (negative) {
@@ -170,6 +197,7 @@ export class SearchService {
     if (!ids.length) return out
     const rows = await this.knex('assets as a').join('projects as p', 'p.id', 'a.project_id').whereIn('a.id', ids).select('a.id', 'a.name', 'a.path', 'a.folder', 'a.type', 'a.project_id', 'a.metadata', 'a.created_at', 'p.name as project_name')
     const values = await this.valuesOf('asset', ids)
+    const spoken = await this.spokenMatches(ids, term)
     const props = this.properties()
     for (const r of rows) {
       const meta = column.json<Record<string, unknown>>(r.metadata, {})
@@ -188,8 +216,35 @@ export class SearchService {
         project_id: Number(r.project_id),
         project_name: r.project_name,
         created_at: column.date(r.created_at)?.toISOString() ?? null,
-        matched: matches(sources, term, filters),
+        matched: [...matches(sources, term, filters), ...(spoken.get(Number(r.id)) ?? [])],
       })
+    }
+    return out
+  }
+
+  /**
+   * The first transcript sentence (in time) of each asset that holds the term's words or a phrase, with
+   * its time. The index said the asset matches; this finds where. Only sentences that contain the first
+   * word are read (a LIKE narrows them; the words are then compared as the index splits them).
+   */
+  private async spokenMatches(ids: number[], term: ParsedTerm): Promise<Map<number, Match[]>> {
+    const out = new Map<number, Match[]>()
+    const wanted = [...term.words.map((w) => [w]), ...term.phrases]
+    if (!ids.length || !wanted.length) return out
+    const probe = wanted[0][0]
+    const rows = await this.knex('search_texts')
+      .whereIn('asset_id', ids)
+      .whereRaw(`lower(text) like ? escape '\\'`, [`%${escapeLike(probe)}%`])
+      .orderBy([{ column: 'asset_id' }, { column: 'start_ms' }, { column: 'id' }])
+      .limit(ids.length * 200)
+      .select('asset_id', 'source', 'source_id', 'ref_id', 'start_ms', 'text')
+    for (const r of rows) {
+      const assetId = Number(r.asset_id)
+      if (out.has(assetId)) continue
+      const [hit] = matches([{ field: r.source, text: r.text }], term, [])
+      if (!hit) continue
+      const ms = r.start_ms === null ? null : Number(r.start_ms)
+      out.set(assetId, [{ ...hit, ...(ms === null ? {} : { time: ms / 1000, timecode: timecodeOf(ms) }), transcription_id: Number(r.source_id), sentence_id: Number(r.ref_id) }])
     }
     return out
   }
@@ -233,6 +288,12 @@ export function matches(sources: Array<{ field: string; text: string }>, term: P
     if (hit || filtered) out.push({ field: s.field, snippet: snippet(s.text, wanted[0]?.[0] ?? '') })
   }
   return out
+}
+
+/** `HH:MM:SS.mmm` of a time in milliseconds */
+function timecodeOf(ms: number): string {
+  const pad = (n: number, w = 2) => String(n).padStart(w, '0')
+  return `${pad(Math.floor(ms / 3_600_000))}:${pad(Math.floor(ms / 60_000) % 60)}:${pad(Math.floor(ms / 1000) % 60)}.${pad(ms % 1000, 3)}`
 }
 
 function snippet(text: string, word: string): string {

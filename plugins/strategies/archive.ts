@@ -8,8 +8,9 @@ import type { Logger } from 'pino'
 import type { ProjectService } from '../projects/index.js'
 import type { StrategyRow, StrategyService } from './strategies.js'
 import { Hasher, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
+import { projectArchived, projectUnarchived } from './events.js'
 
-import { MamError, conflict, isUniqueViolation, iso, linkExclusive, notFound, openInside, relativeSegments, type Knex, type StorageJournal } from '../../core/index.js'
+import { MamError, conflict, isUniqueViolation, iso, linkExclusive, notFound, openInside, relativeSegments, type Knex, type Outbox, type StorageJournal } from '../../core/index.js'
 /** states a running archive job moves through; the others are where it rests */
 export const ACTIVE = ['queued', 'copying', 'verifying', 'releasing', 'restoring', 'moving'] as const
 export type ArchiveState = (typeof ACTIVE)[number] | 'archived' | 'online' | 'failed' | 'cancelled'
@@ -153,6 +154,7 @@ export class ArchiveService {
     private readonly strategies: StrategyService,
     private readonly projects: ProjectService,
     private readonly journal: StorageJournal,
+    private readonly outbox: Outbox,
   ) {}
 
   async state(projectId: number): Promise<StateRow | null> {
@@ -245,6 +247,31 @@ export class ArchiveService {
 
   private async update(id: number, fields: Record<string, unknown>) {
     await this.knex('archive_states').where({ id }).update({ ...fields, updated_at: new Date() })
+  }
+
+  /**
+   * Moves a run to where it rests and publishes its event in one transaction. Only a state still
+   * active moves on, so a job repeated after a crash past this commit publishes nothing twice.
+   */
+  private async settle(s: StateRow, event: typeof projectArchived, strategy: StrategyRow, fields: Record<string, unknown>, alsoWith?: (trx: Knex.Transaction) => Promise<unknown>) {
+    await this.knex.transaction(async (trx) => {
+      // counted before `alsoWith` drops the file rows: what went to the target, or came back from it
+      const [counted] = await trx('archive_files').where({ project_id: s.project_id, state: event === projectArchived ? 'released' : 'restored' }).select(trx.raw('count(*) as n'), trx.raw('coalesce(sum(size), 0) as bytes'))
+      await alsoWith?.(trx)
+      const moved = await trx('archive_states').where({ id: s.id }).whereIn('state', ACTIVE as unknown as string[]).update({ ...fields, updated_at: new Date() })
+      if (!moved) return
+      const project = await trx('projects').where({ id: s.project_id }).first('name')
+      const payload = {
+        project_id: s.project_id,
+        name: String(project?.name ?? ''),
+        archive_strategy_id: Number(strategy.id),
+        archive_strategy_name: String(strategy.name),
+        files: Number(counted.n),
+        bytes: Number(counted.bytes),
+        requested_by_id: s.user_id,
+      }
+      await this.outbox.publish(trx, event, payload, { subjectId: s.project_id, actorId: s.user_id })
+    })
   }
 
   /** asks a running archive to stop; the job restores what it released and removes its copies */
@@ -412,7 +439,7 @@ export class ArchiveService {
       await this.update(s.id, { stage: 'releasing', state: 'releasing' })
       const released = await this.release(s, root, ctx)
       if (released === 'cancelled') return this.cancelRun((await this.state(s.project_id))!, ctx)
-      await this.update(s.id, { state: 'archived', stage: 'archived', progress: 1, finished_at: new Date(), error: null })
+      await this.settle(s, projectArchived, strategy, { state: 'archived', stage: 'archived', progress: 1, finished_at: new Date(), error: null })
       return { released }
     } finally {
       await target.close()
@@ -570,10 +597,7 @@ export class ArchiveService {
         return { restored, failed }
       }
       // all back: the file rows go (the next archive lists the project anew); the copy stays on the target
-      await this.knex.transaction(async (trx) => {
-        await trx('archive_files').where({ project_id: s.project_id }).delete()
-        await trx('archive_states').where({ id: s.id }).update({ state: 'online', stage: 'online', progress: 1, files_failed: 0, bytes_released: 0, finished_at: new Date(), updated_at: new Date() })
-      })
+      await this.settle(s, projectUnarchived, strategy, { state: 'online', stage: 'online', progress: 1, files_failed: 0, bytes_released: 0, finished_at: new Date() }, (trx) => trx('archive_files').where({ project_id: s.project_id }).delete())
       return { restored }
     } finally {
       await target.close()

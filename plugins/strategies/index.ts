@@ -10,6 +10,7 @@ import { registerStrategyRoutes } from './routes.js'
 import { registerArchiveRoutes } from './project-routes.js'
 import { ArchiveJob, defineCopyJobs, defineStrategyJobs, defineTierJob } from './jobs.js'
 import { CopyService } from './copies.js'
+import { strategyEvents } from './events.js'
 import { StrategyRuns } from './runs.js'
 import { TierService } from './tier.js'
 import { registerTierRoutes } from './tier-routes.js'
@@ -38,6 +39,7 @@ export const strategiesPlugin = definePlugin({
   dependsOn: ['projects', 'assets'],
   migrations,
   entities: strategyEntities,
+  events: strategyEvents,
   settings: Settings,
   register(api) {
     const roots = () => {
@@ -45,7 +47,7 @@ export const strategiesPlugin = definePlugin({
       return configured.length ? configured.map((r: string) => path.resolve(r)) : [path.join(api.config.dataDir, 'targets')]
     }
     api.provide(strategyServices.strategies, (r) => new StrategyService(r(coreServices.knex), r(coreServices.config).secretKey, roots))
-    api.provide(strategyServices.archives, (r) => new ArchiveService(r(coreServices.knex), r(strategyServices.strategies), r(projectServices.service), r(projectServices.storageJournal)))
+    api.provide(strategyServices.archives, (r) => new ArchiveService(r(coreServices.knex), r(strategyServices.strategies), r(projectServices.service), r(projectServices.storageJournal), r(coreServices.outbox)))
     api.provide(strategyServices.copies, (r) => {
       const db = r(coreServices.db)
       return new CopyService(r(coreServices.knex), db.dialect, r(strategyServices.strategies), r(projectServices.service), api.config.databaseUrl, sqliteFile(api.config.dataDir, api.config.databaseUrl))

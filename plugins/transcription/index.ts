@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os'
 import { Type } from 'typebox'
 import { transcriptionServices } from './refs.js'
+import { searchServices } from '../search/refs.js'
 import { TranscriptionSchema, TranscriptionSentenceSchema } from './entities.js'
 import { migrations } from './migrations.js'
 import { TranscriptionService } from './service.js'
@@ -49,6 +50,8 @@ export const transcriptionPlugin = definePlugin({
   version: '1.0.0',
   description: 'Offline speech-to-text of audio and video assets (pocketsphinx), editable sentences with word timings and speakers, SRT and WebVTT downloads',
   dependsOn: ['assets', 'projects'],
+  // transcripts are indexed for GET /search when the search plugin is loaded; without it nothing changes
+  optionalDependsOn: ['search'],
   entities: [TranscriptionSchema, TranscriptionSentenceSchema],
   migrations,
   settings: Settings,
@@ -58,7 +61,10 @@ export const transcriptionPlugin = definePlugin({
     // GET /version names the engines found (and why the others cannot run)
     for (const [name, version] of Object.entries(engines.describe())) toolVersions.set(`transcription:${name}`, version)
     api.provide(transcriptionServices.engines, () => engines)
-    api.provide(transcriptionServices.service, (r) => new TranscriptionService(r(coreServices.knex), r(coreServices.jobs)))
+    api.provide(transcriptionServices.service, (r) => {
+      const searchLoaded = r(coreServices.features).list().some((f) => f.plugin.name === 'search')
+      return new TranscriptionService(r(coreServices.knex), r(coreServices.jobs), searchLoaded ? r(searchServices.service) : null)
+    })
     registerTranscriptionRoutes(api)
     defineTranscriptionJobs(api, () => {
       const now = api.settings()

@@ -1,4 +1,5 @@
 import type { Asset } from '../assets/index.js'
+import type { SearchService } from '../search/index.js'
 import { retext, retime, type PlainSentence, type StoredWord } from './sentences.js'
 
 import { column, conflict, invalid, invalidParam, iso, notFound, type JobRow, type JobService, type Knex, type ParamError } from '../../core/index.js'
@@ -80,7 +81,21 @@ export class TranscriptionService {
   constructor(
     private readonly knex: Knex,
     private readonly jobs: JobService,
+    /** the search plugin's service when it is loaded: finished transcripts are indexed with the change */
+    private readonly search: SearchService | null = null,
   ) {}
+
+  /**
+   * Puts a transcript's sentences (with their times) into the search index in `trx`, or takes them out
+   * when it is not ready or gone. Every write of sentences calls it in its own transaction, so the
+   * index never tells of words a transcript no longer has.
+   */
+  private async indexed(trx: Knex, transcriptionId: number, assetId: number): Promise<void> {
+    if (!this.search) return
+    const t = await trx('transcriptions').where({ id: transcriptionId }).first('state')
+    const sentences = t?.state === 'ready' ? await trx('transcription_sentences').where({ transcription_id: transcriptionId }).orderBy([{ column: 'start_ms' }, { column: 'id' }]).select('id', 'start_ms', 'text') : []
+    await this.search.setAssetTexts(trx, assetId, 'transcript', transcriptionId, sentences.map((r: any) => ({ ref_id: Number(r.id), start_ms: Number(r.start_ms), text: r.text })))
+  }
 
   // ----- transcriptions -----
 
@@ -178,7 +193,10 @@ export class TranscriptionService {
 
   /** deletes a transcript and its sentences; a run still queued or going is cancelled */
   async remove(row: TranscriptionRow): Promise<void> {
-    await this.knex('transcriptions').where({ id: row.id }).delete()
+    await this.knex.transaction(async (trx) => {
+      await trx('transcriptions').where({ id: row.id }).delete()
+      await this.indexed(trx, row.id, row.asset_id)
+    })
     if (row.job_id !== null && row.open_asset_id !== null) await this.jobs.cancel(row.job_id).catch(() => null)
   }
 
@@ -193,6 +211,8 @@ export class TranscriptionService {
       const now = new Date()
       const rows = sentences.map((s) => ({ transcription_id: id, start_ms: s.start, end_ms: s.end, text: s.text, speaker: s.speaker, words: JSON.stringify(s.words), created_at: now, updated_at: now }))
       for (let i = 0; i < rows.length; i += 200) await trx('transcription_sentences').insert(rows.slice(i, i + 200))
+      const { asset_id } = await trx('transcriptions').where({ id }).first('asset_id')
+      await this.indexed(trx, id, Number(asset_id))
       return true
     })
   }
@@ -317,7 +337,9 @@ export class TranscriptionService {
       const applied = await this.knex.transaction(async (trx) => {
         const bumped = await trx('transcriptions').where({ id: t.id, revision: t.revision }).update({ revision: t.revision + 1, updated_at: new Date() })
         if (!bumped) return false
-        return (await trx('transcription_sentences').where({ id, transcription_id: t.id }).update(patch)) === 1
+        if ((await trx('transcription_sentences').where({ id, transcription_id: t.id }).update(patch)) !== 1) return false
+        await this.indexed(trx, t.id, t.asset_id)
+        return true
       })
       if (applied) return this.sentence(t.id, id)
       if (attempt >= 20) throw conflict(`Transcription ${t.id} is being edited by others; try again`)
@@ -330,6 +352,7 @@ export class TranscriptionService {
     await this.knex.transaction(async (trx) => {
       await trx('transcription_sentences').where({ id, transcription_id: transcription.id }).delete()
       await trx('transcriptions').where({ id: transcription.id }).update({ revision: trx.raw('revision + 1'), updated_at: new Date() })
+      await this.indexed(trx, transcription.id, transcription.asset_id)
     })
   }
 

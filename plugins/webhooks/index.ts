@@ -32,7 +32,7 @@ export const webhooksPlugin = definePlugin({
     let made: WebhookService | undefined
     api.provide(webhookServices.service, (resolve) => {
       const db = resolve(coreServices.db)
-      made = new WebhookService(db.knex, db.dialect, resolve(coreServices.events), resolve(coreServices.jobs), resolve(coreServices.config).secretKey, () => api.settings() as WebhookSettingsValues, api.log)
+      made = new WebhookService(db.knex, db.dialect, resolve(coreServices.events), resolve(coreServices.jobs), resolve(coreServices.config).secretKey, () => api.settings() as WebhookSettingsValues, api.log, resolve(coreServices.config).jobs.leaseMs)
       return made
     })
     const service = api.use(webhookServices.service)

@@ -2,6 +2,7 @@ import http from 'node:http'
 import https from 'node:https'
 import { createHmac, randomBytes, randomUUID } from 'node:crypto'
 import { hostname } from 'node:os'
+import { setMaxListeners } from 'node:events'
 import type { Logger } from 'pino'
 import { column, iso, deriveKey, unseal, seal, invalid, notFound, type Dialect, type Knex, type ParamError, type EventBus, type PublishedEvent, type JobService } from '../../core/index.js'
 import { guardedLookup, isPrivateAddress, resolveAll } from './ssrf.js'
@@ -57,6 +58,8 @@ export class WebhookService {
     secretKey: Buffer,
     private readonly settings: () => WebhookSettingsValues,
     private readonly log: Logger,
+    /** added to a claim's lease beyond three request timeouts: the job lease, the time a dead process's work waits */
+    private readonly leaseMarginMs = 30_000,
   ) {
     this.key = deriveKey(secretKey, 'webhooks')
   }
@@ -249,6 +252,8 @@ export class WebhookService {
     let sent = 0
     let failed = 0
     const s = this.settings()
+    // every request in flight listens to the job's signal
+    if (signal) setMaxListeners(s.concurrency + 16, signal)
     for (;;) {
       if (signal?.aborted) break
       const claimed = await this.claim(Math.max(s.concurrency * 4, 50))
@@ -277,7 +282,7 @@ export class WebhookService {
                       where state = 'pending' and next_attempt_at <= ? and (lease_until is null or lease_until < ?)
                       order by next_attempt_at, id limit ? ${lock})
        returning id, webhook_id, event_id, body, attempts, first_attempt_at`,
-      [this.owner, new Date(now.getTime() + this.settings().timeout_ms * 3 + 30_000), now, now, limit],
+      [this.owner, new Date(now.getTime() + this.settings().timeout_ms * 3 + this.leaseMarginMs), now, now, limit],
     )
     const rows: any[] = this.dialect === 'postgresql' ? result.rows : result
     if (!rows.length) return []
