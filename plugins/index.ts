@@ -15,6 +15,7 @@ import { strategiesPlugin } from './strategies/index.js'
 import { customMetadataPlugin } from './custom-metadata/index.js'
 import { searchPlugin } from './search/index.js'
 import { galleriesPlugin } from './galleries/index.js'
+import { federationPlugin } from './federation/index.js'
 
 /** Every feature plugin that ships with mamkit, one per line, in no particular order (the loader sorts them). */
 export const builtinPlugins: PluginDefinition[] = [
@@ -34,6 +35,7 @@ export const builtinPlugins: PluginDefinition[] = [
   customMetadataPlugin,
   searchPlugin,
   galleriesPlugin,
+  federationPlugin,
 ]
 
 export { templatesPlugin, rolesPlugin, identityPlugin, projectsPlugin, statusFlagsPlugin, assetsPlugin, editsPlugin }
@@ -43,3 +45,4 @@ export { platformPlugin }
 export { transcriptionPlugin }
 export { strategiesPlugin }
 export { galleriesPlugin, customMetadataPlugin, searchPlugin }
+export { federationPlugin }
