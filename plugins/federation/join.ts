@@ -143,7 +143,7 @@ export class JoinService {
     }
     const hello = await this.fed.call(invite.url, 'POST', '/federation/initiate_join', { ...unsigned, proof: proofOf(invite.secret, unsigned) })
     if (hello.status !== 200) throw this.refused('hello', hello)
-    const h = hello.body
+    const h = hello.body?.join
     if (typeof h?.sponsor?.public_key !== 'string' || fingerprintOf(h.sponsor.public_key) !== invite.fingerprint) throw invalidParam('invite', 'the sponsor\'s key does not match the fingerprint in the invite')
     if (!verifySignature(h.sponsor.public_key, `${unsigned.nonce_j}\n${self.public_key}\n${h.federation}`, String(h.signature))) throw invalidParam('invite', 'the sponsor\'s answer is not signed by its key')
     await this.fed.transaction(async (_em, k) => {
@@ -166,11 +166,12 @@ export class JoinService {
       const q: string = `/federation/initial_data?limit=500${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`
       const page: { status: number; body: any } = await this.fed.call(invite.url, 'GET', q)
       if (page.status !== 200) throw this.refused('initial_data', page)
-      watermark ??= Number(page.body.watermark.seq)
-      const crdts = page.body.crdts as WireCrdt[]
+      const data = page.body.initial_data
+      watermark ??= Number(data.watermark.seq)
+      const crdts = data.crdts as WireCrdt[]
       await this.fed.transaction((em, k) => this.fed.mergeAll(em, k, crdts))
       records += crdts.length
-      cursor = page.body.cursor
+      cursor = data.cursor
     } while (cursor)
     const sponsorUuid = String(h.sponsor.uuid)
     await this.knex(TABLES.peers).where({ site_uuid: sponsorUuid }).update({ recv_seq: watermark ?? 0, updated_at: new Date() })

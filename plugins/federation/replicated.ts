@@ -147,12 +147,12 @@ export function replicatedTypes(services: { teams: () => TeamService; flags: () 
     async list(em, ctx) {
       // own teams are per site (every site makes one for each user it has), not shared records
       const teams = await em.find(Team, { owner: null }, { orderBy: { id: 'asc' } })
-      const serialized = await services.teams().serialize(em, teams)
+      const members = await services.teams().memberIdsOf(em, teams.map((t) => t.id))
       const out: LocalRecord[] = []
-      for (const t of serialized) {
+      for (const t of teams) {
         const values: Record<string, Value> = { name: t.name }
-        for (const m of t.users) {
-          const uuid = await ctx.uuidOfLocal('user', m.id)
+        for (const m of members.get(t.id) ?? []) {
+          const uuid = await ctx.uuidOfLocal('user', m)
           if (uuid) values[`members/${uuid}`] = true
         }
         out.push({ localId: t.id, values })
@@ -177,7 +177,7 @@ export function replicatedTypes(services: { teams: () => TeamService; flags: () 
         const id = await ctx.localIdOf(k.slice(8))
         if (id) wantedMembers.add(id)
       }
-      const current = (await services.teams().one(em, existing)).users.map((u: { id: number }) => u.id)
+      const current = (await services.teams().memberIdsOf(em, [existing.id])).get(existing.id) ?? []
       for (const id of current) if (!wantedMembers.has(id)) await services.teams().removeMember(em, existing, em.getReference(User, id))
       for (const id of wantedMembers) if (!current.includes(id)) await services.teams().addMember(em, existing, em.getReference(User, id))
       return existing.id

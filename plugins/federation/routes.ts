@@ -34,7 +34,7 @@ const onlySite = (user: Principal): SitePrincipal => {
 }
 
 /** where this server is reached: the configured base URL, else the request's origin */
-const selfUrl = (fed: FederationService, ctx: MamContext) => fed.settings().baseUrl ?? fed.site.current.base_url ?? ctx.origin
+const selfUrl = (fed: FederationService, ctx: MamContext) => fed.settings().baseUrl ?? fed.site.current.base_url ?? `${ctx.protocol}://${ctx.host}`
 
 function decodeCursor(cursor: string | undefined): { type: string; uuid: string; seq: number } | undefined {
   if (!cursor) return undefined

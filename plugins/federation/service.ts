@@ -435,7 +435,8 @@ export class FederationService {
       await this.notePeer(peer.site_uuid, { last_error: `POST /gossip answered ${res.status}: ${res.body?.detail ?? ''}`.slice(0, 500) })
       throw new MamError('service_unavailable', `The site ${peer.name} refused the gossip page (${res.status}): ${res.body?.detail ?? ''}`)
     }
-    const back = res.body.back as { seq_from: number; seq_to: number; crdts: WireCrdt[] } | undefined
+    const answer = res.body.gossip
+    const back = answer.back as { seq_from: number; seq_to: number; crdts: WireCrdt[] } | undefined
     let received = 0
     let recvSeq = peer.recv_seq
     if (back && Array.isArray(back.crdts)) {
@@ -446,14 +447,14 @@ export class FederationService {
     }
     const myRoot = await this.store.root()
     await this.notePeer(peer.site_uuid, {
-      sent_acked_seq: Math.max(peer.sent_acked_seq, Number(res.body.applied_to) || 0),
+      sent_acked_seq: Math.max(peer.sent_acked_seq, Number(answer.applied_to) || 0),
       recv_seq: recvSeq,
-      last_root: String(res.body.root ?? ''),
+      last_root: String(answer.root ?? ''),
       last_ok_at: new Date(),
       last_error: null,
-      clock_offset_ms: typeof res.body.clock_ms === 'number' ? Math.round(res.body.clock_ms - (sentAt + Date.now()) / 2) : null,
+      clock_offset_ms: typeof answer.clock_ms === 'number' ? Math.round(answer.clock_ms - (sentAt + Date.now()) / 2) : null,
     })
-    return { sent: page.rows.length, received, rootsEqual: myRoot === res.body.root }
+    return { sent: page.rows.length, received, rootsEqual: myRoot === answer.root }
   }
 
   /** the receiving side of a push */
@@ -485,7 +486,7 @@ export class FederationService {
       const res = await this.call(peer.base_url, 'PUT', '/gossip', { protocol: PROTOCOL, level, parents: differing ?? [], checksums })
       roundTrips++
       if (res.status !== 200) throw new MamError('service_unavailable', `The site ${peer.name} refused the checksums (${res.status}): ${res.body?.detail ?? ''}`)
-      differing = res.body.differing as string[]
+      differing = res.body.gossip.differing as string[]
       if (!differing.length) return { pulled: 0, pushed: 0, roundTrips }
     }
     let pulled = 0
@@ -497,15 +498,16 @@ export class FederationService {
         const res: { status: number; body: any } = await this.call(peer.base_url, 'PUT', '/gossip', { protocol: PROTOCOL, level: 'rows', depth: leafLevel, prefix, rows: mine.map((r) => [r.uuid, r.checksum]), cursor })
         roundTrips++
         if (res.status !== 200) throw new MamError('service_unavailable', `The site ${peer.name} refused the rows (${res.status}): ${res.body?.detail ?? ''}`)
-        const crdts = res.body.crdts as WireCrdt[]
+        const answer = res.body.gossip
+        const crdts = answer.crdts as WireCrdt[]
         if (crdts.length) {
           const { outcomes } = await this.transaction((em, k) => this.mergeAll(em, k, crdts))
           pulled += crdts.length
           // ours had something theirs lacked: the merged state goes back
           for (const o of outcomes) if (o.changed && o.before) toPush.add(o.uuid)
         }
-        for (const u of res.body.want as string[]) toPush.add(u)
-        cursor = res.body.cursor
+        for (const u of answer.want as string[]) toPush.add(u)
+        cursor = answer.cursor
       } while (cursor)
     }
     const rows = await this.store.manyByUuid([...toPush])
