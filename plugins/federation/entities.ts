@@ -105,7 +105,7 @@ export const FederationSeqSchema = new EntitySchema<FederationSeq>({
   class: FederationSeq,
   tableName: 'federation_seq',
   properties: {
-    id: { type: 'integer', primary: true },
+    id: { type: 'integer', primary: true, autoincrement: true },
     n: { ...big },
   },
 })

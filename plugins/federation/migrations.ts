@@ -38,10 +38,10 @@ export const migrations: Migration[] = [
       })
       // commit-ordered change counter (§5.1): taken at the end of each transaction under the row lock
       await knex.schema.createTable(TABLES.seq, (t) => {
-        t.integer('id').primary()
+        t.increments('id')
         t.bigInteger('n').notNullable()
       })
-      await knex(TABLES.seq).insert({ id: 1, n: 0 })
+      await knex(TABLES.seq).insert({ n: 0 })
       // this site's identity; the private key sealed with the server key (SECURITY.md)
       await knex.schema.createTable(TABLES.site, (t) => {
         t.increments('id')
