@@ -28,6 +28,8 @@ const Settings = Type.Object(
     gossipIntervalMs: Type.Integer({ minimum: 0, default: 5000 }),
     inviteTtlMinutes: Type.Integer({ minimum: 1, default: 1440 }),
     peerTimeoutMs: Type.Integer({ minimum: 100, default: 15_000 }),
+    /** skews this site's HLC (tests of clock skew; MAMKIT_CLOCK_OFFSET_MS does the same for a whole server) */
+    clockOffsetMs: Type.Integer({ default: 0 }),
   },
   { default: {} },
 )
@@ -53,7 +55,7 @@ export const federationPlugin = definePlugin({
     api.provide(federationServices.service, (r) => {
       const db = r(coreServices.db)
       const config = r(coreServices.config)
-      const clockOffset = Number(process.env.MAMKIT_CLOCK_OFFSET_MS ?? 0) || 0
+      const clockOffset = settings().clockOffsetMs || Number(process.env.MAMKIT_CLOCK_OFFSET_MS ?? 0) || 0
       const hlc = new Hlc({ now: () => Date.now() + clockOffset })
       const identity = new SiteIdentity(db.knex, config.secretKey, settings().name ?? 'mamkit')
       return new FederationService(db, identity, replicatedTypes({ teams, flags }), (rulesOf) => new CrdtStore(db.knex, hlc, rulesOf, db.dialect), settings, r(coreServices.log))

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
-import { conflict, forbidden, MamError, type Database, type EntityManager, type Knex } from '../../core/index.js'
+import { conflict, forbidden, invalidParam, MamError, type Database, type EntityManager, type Knex } from '../../core/index.js'
 import { conflicts as conflictedFields, type RecordState, type Value, type TypeRules } from './kernel.js'
 import { TABLES } from './migrations.js'
 import { EVERYWHERE, SITE_RULES, TYPE_ORDER, type MaterializeContext, type ReplicatedType } from './replicated.js'
@@ -17,6 +17,7 @@ export interface FederationSettings {
   gossipIntervalMs: number
   inviteTtlMinutes: number
   peerTimeoutMs: number
+  clockOffsetMs: number
 }
 
 export interface PeerRow {
@@ -272,11 +273,16 @@ export class FederationService {
   }
 
   /** merge_state and dry_run_merge_state: committed or rolled back, with the admin's report (§5.4) */
-  async mergeWithReport(crdts: WireCrdt[], dryRun: boolean): Promise<{ crdts: WireCrdt[]; report: MergeReport }> {
+  async mergeWithReport(crdts: WireCrdt[], dryRun: boolean, strict = true): Promise<{ crdts: WireCrdt[]; report: MergeReport }> {
     let result: { crdts: WireCrdt[]; report: MergeReport } | undefined
     try {
       await this.transaction(async (em, k) => {
         const { outcomes, rejected } = await this.mergeAll(em, k, crdts)
+        // an admin's import is all or nothing: the first refused state names itself, nothing is kept
+        if (strict && rejected.length) {
+          const i = crdts.findIndex((c) => c.uuid === rejected[0].uuid)
+          throw invalidParam(`crdts[${i}][state]`, rejected[0].reason)
+        }
         const report: MergeReport = { changed: [], conflicts: [], collisions: [], unknown_references: [], rejected }
         for (const o of outcomes) {
           const row = (await this.store.get(o.uuid, k))!
@@ -285,7 +291,7 @@ export class FederationService {
           if (fresh.length) report.conflicts.push({ uuid: o.uuid, type: o.type, fields: fresh })
           await this.describe(em, k, row, report)
         }
-        const states = await this.store.manyByUuid(outcomes.map((o) => o.uuid))
+        const states = await this.store.manyByUuid(outcomes.map((o) => o.uuid), k)
         result = { crdts: states.map(toWire), report }
         if (dryRun) throw new DryRun()
       })
@@ -384,7 +390,7 @@ export class FederationService {
 
   // ------------------------------------------------------------------ talking to peers
 
-  async call<T = any>(baseUrl: string, method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown): Promise<{ status: number; body: T }> {
+  async call<T = any>(baseUrl: string, method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown): Promise<{ status: number; headers: Headers; body: T }> {
     const self = await this.site.load()
     const url = new URL(`/api/v1${path}`, baseUrl)
     const pathWithQuery = url.pathname + url.search
@@ -403,7 +409,7 @@ export class FederationService {
     } catch {
       parsed = undefined
     }
-    return { status: res.status, body: parsed }
+    return { status: res.status, headers: res.headers, body: parsed }
   }
 
   private async notePeer(siteUuid: string, changes: Record<string, unknown>) {

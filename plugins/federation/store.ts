@@ -218,9 +218,9 @@ export class CrdtStore {
     return (await q).map(rowOf)
   }
 
-  async manyByUuid(uuids: string[]): Promise<StateRow[]> {
+  async manyByUuid(uuids: string[], db: Knex = this.knex): Promise<StateRow[]> {
     if (!uuids.length) return []
-    return (await this.knex(TABLES.state).whereIn('uuid', uuids)).map(rowOf)
+    return (await db(TABLES.state).whereIn('uuid', uuids)).map(rowOf)
   }
 
   /** at boot: the HLC continues after the newest own stamps (a lost tick is harmless: it only ranks ties) */

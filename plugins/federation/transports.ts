@@ -4,7 +4,7 @@ import { mkdir, readFile, rename, rm, stat } from 'node:fs/promises'
 import path from 'node:path'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { conflict, iso, isUniqueViolation, notFound, permanentError, type Knex } from '../../core/index.js'
+import { conflict, iso, MamError, isUniqueViolation, notFound, permanentError, type Knex } from '../../core/index.js'
 import { TABLES } from './migrations.js'
 import type { FederationService } from './service.js'
 import type { WireCrdt } from './store.js'
@@ -133,7 +133,7 @@ export class TransportService {
       await this.knex(TABLES.transports).where({ id }).update({ status: 'applied', error: null, applied_at: new Date(), updated_at: new Date() })
       return { files: manifest.length, bytes, merged }
     } catch (err) {
-      if ((err as { permanent?: boolean }).permanent || err instanceof SyntaxError) {
+      if ((err as { permanent?: boolean }).permanent || err instanceof SyntaxError || err instanceof MamError) {
         await this.knex(TABLES.transports).where({ id }).update({ status: 'failed', error: String((err as Error).message).slice(0, 1000), updated_at: new Date() })
         throw permanentError((err as Error).message, err)
       }

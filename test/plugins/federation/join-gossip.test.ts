@@ -1,18 +1,7 @@
 import t from 'tap'
-import { assertProblem, onEachDatabase, startTestServer, type TestServer } from '../../../core/testing/index.js'
-import type { FederationService } from '../../../plugins/federation/index.js'
+import { assertProblem, onEachDatabase, startTestServer } from '../../../core/testing/index.js'
+import { converge, fedConfig as config, fedOf } from './helpers.js'
 
-const config = { plugins: { federation: { gossipIntervalMs: 0 } } }
-const fedOf = (s: TestServer) => s.runtime.container.resolve<FederationService>('federation.service')
-/** push rounds both ways until every root is equal (bounded) */
-async function converge(sites: TestServer[], rounds = 6) {
-  for (let i = 0; i < rounds; i++) {
-    for (const s of sites) await fedOf(s).round()
-    const roots = await Promise.all(sites.map((s) => fedOf(s).store.root()))
-    if (roots.every((r) => r === roots[0])) return roots[0]
-  }
-  throw new Error('no convergence')
-}
 const names = (list: { name: string }[]) => list.map((x) => x.name).sort()
 
 onEachDatabase(
