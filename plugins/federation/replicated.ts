@@ -12,6 +12,8 @@ import { createHash } from 'node:crypto'
 export interface LocalRecord {
   localId: number
   values: Record<string, Value>
+  /** when the row was made: SQLite reuses the id of a deleted last row, and a new row must not pass for the old one */
+  created: number
   /** a uuid every site derives alike (the built-in roles), so they merge instead of duplicating */
   fixedUuid?: string
 }
@@ -41,6 +43,10 @@ export function derivedUuid(name: string): string {
 /** the origin of records that exist at every site from the start */
 export const EVERYWHERE = '00000000-0000-0000-0000-000000000000'
 
+/** what capture compares a row with next time: its values and when it was made (never shipped) */
+export const snapshotOf = (rec: LocalRecord) => JSON.stringify({ ...rec.values, [CREATED]: rec.created })
+export const CREATED = '@created'
+
 const str = (v: Value | undefined): string | null => (typeof v === 'string' ? v : null)
 const deleted = (values: Record<string, Value>) => values._deleted === true
 
@@ -63,6 +69,7 @@ export function replicatedTypes(services: { teams: () => TeamService; flags: () 
       const roles = await em.find(Role, {}, { orderBy: { id: 'asc' } })
       return roles.map((r) => ({
         localId: r.id,
+        created: r.createdAt.getTime(),
         values: { name: r.name, ...Object.fromEntries(Object.entries(r.roleMatrix ?? {}).map(([k, v]) => [`matrix/${k}`, v === true])) },
         fixedUuid: r.builtin ? derivedUuid(`role:${r.name}`) : undefined,
       }))
@@ -104,6 +111,7 @@ export function replicatedTypes(services: { teams: () => TeamService; flags: () 
         const roleId = typeof u.role === 'object' ? u.role.id : (u.role as unknown as number)
         out.push({
           localId: u.id,
+          created: u.createdAt.getTime(),
           values: { login: u.username, firstname: u.firstname, lastname: u.lastname, email: u.email, password_hash: u.passwordHash, role: roleId ? await ctx.uuidOfLocal('role', roleId) : null },
         })
       }
@@ -155,7 +163,7 @@ export function replicatedTypes(services: { teams: () => TeamService; flags: () 
           const uuid = await ctx.uuidOfLocal('user', m)
           if (uuid) values[`members/${uuid}`] = true
         }
-        out.push({ localId: t.id, values })
+        out.push({ localId: t.id, created: t.createdAt.getTime(), values })
       }
       return out
     },
@@ -190,7 +198,7 @@ export function replicatedTypes(services: { teams: () => TeamService; flags: () 
     async list(em) {
       // unscoped flags only: scoped ones came with a project from elsewhere (§6.6)
       const flags = await services.flags().list(em, null)
-      return flags.map((f) => ({ localId: f.id, values: { name: f.name, color: f.color, position: f.position } }))
+      return flags.map((f) => ({ localId: f.id, created: f.createdAt.getTime(), values: { name: f.name, color: f.color, position: f.position } }))
     },
     async materialize(localId, values, ctx) {
       const em = ctx.em

@@ -3,7 +3,7 @@ import type { Logger } from 'pino'
 import { conflict, forbidden, invalidParam, MamError, type Database, type EntityManager, type Knex } from '../../core/index.js'
 import { conflicts as conflictedFields, type RecordState, type Value, type TypeRules } from './kernel.js'
 import { TABLES } from './migrations.js'
-import { EVERYWHERE, SITE_RULES, TYPE_ORDER, type MaterializeContext, type ReplicatedType } from './replicated.js'
+import { CREATED, EVERYWHERE, SITE_RULES, TYPE_ORDER, snapshotOf, type MaterializeContext, type ReplicatedType } from './replicated.js'
 import { signedHeaders } from './signing.js'
 import { shortIdOf, type SiteIdentity } from './site.js'
 import { CrdtStore, RefusedState, toWire, type MergeOutcome, type StateRow, type WireCrdt } from './store.js'
@@ -139,13 +139,23 @@ export class FederationService {
       const seen = new Set<number>()
       for (const rec of local) {
         seen.add(rec.localId)
-        const snapshot = JSON.stringify(rec.values)
+        const snapshot = snapshotOf(rec)
         let row = byLocal.get(rec.localId)
+        if (row) {
+          const stamp = JSON.parse(row.local_values ?? '{}')[CREATED]
+          if (stamp !== undefined && stamp !== rec.created) {
+            // the id of a deleted row was given to a new one: the old record is deleted, the row is new
+            await this.store.writeLocal(k, replica, row, { _deleted: true }, { local_id: null, local_values: null })
+            written++
+            row = undefined
+          }
+        }
         if (!row && rec.fixedUuid && byUuid.get(rec.fixedUuid)) {
           // a record every site has (a built-in role) arrived from a peer before it was read here
           row = byUuid.get(rec.fixedUuid)!
-          await this.store.setLocal(k, row.uuid, { local_id: rec.localId, local_values: JSON.stringify(this.store.resolved(row)) })
-          row = { ...row, local_id: rec.localId, local_values: JSON.stringify(this.store.resolved(row)) }
+          const known = JSON.stringify({ ...this.store.resolved(row), [CREATED]: rec.created })
+          await this.store.setLocal(k, row.uuid, { local_id: rec.localId, local_values: known })
+          row = { ...row, local_id: rec.localId, local_values: known }
         }
         if (!row) {
           const uuid = rec.fixedUuid ?? randomUUID()
@@ -157,6 +167,7 @@ export class FederationService {
         const before = JSON.parse(row.local_values ?? '{}') as Record<string, Value>
         const changes: Record<string, Value | undefined> = {}
         for (const field of new Set([...Object.keys(before), ...Object.keys(rec.values)])) {
+          if (field === CREATED) continue
           if (JSON.stringify(before[field]) === JSON.stringify(rec.values[field])) continue
           if (row.origin_site !== self && type.rules.originOnly?.includes(field)) continue
           changes[field] = rec.values[field]
@@ -202,7 +213,7 @@ export class FederationService {
       const self = this.site.current.site_uuid
       for (const rec of await type.list(em, this.ctxFor(em, k, self))) {
         const row = await this.store.byLocalId(k, type.type, rec.localId)
-        if (row) await this.store.setLocal(k, row.uuid, { local_values: JSON.stringify(rec.values) })
+        if (row) await this.store.setLocal(k, row.uuid, { local_values: snapshotOf(rec) })
       }
     }
   }
