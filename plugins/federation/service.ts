@@ -159,6 +159,7 @@ export class FederationService {
         }
         if (!row) {
           const uuid = rec.fixedUuid ?? randomUUID()
+          await this.claimLocal(k, type.type, uuid, rec.localId)
           const origin = rec.fixedUuid ? EVERYWHERE : self
           await this.store.writeLocal(k, replica, { uuid, type: type.type, origin_site: origin, owner_site: origin }, rec.values, { local_id: rec.localId, local_values: snapshot })
           written++
@@ -194,8 +195,23 @@ export class FederationService {
     const type = this.byType.get(row.type)
     if (!type) return // a type of a newer version: stored, merged and relayed, not shown here
     const values = this.store.resolved(row)
-    const localId = await em.transactional((inner) => type.materialize(row.local_id, values, this.ctxFor(inner, knexOf(inner), row.origin_site)))
+    // a fork with an empty identity map in the same transaction (a savepoint): entities read by
+    // capture must not be flushed back over what the materialisation wrote or deleted
+    const localId = await em.fork({ clear: true, keepTransactionContext: true }).transactional((inner) => type.materialize(row.local_id, values, this.ctxFor(inner, knexOf(inner), row.origin_site)))
+    if (localId !== null) await this.claimLocal(k, row.type, row.uuid, localId)
     await this.store.setLocal(k, row.uuid, { local_id: localId })
+  }
+
+  /**
+   * One record per local row. SQLite gives a new row the id of a deleted last row: a record still
+   * pointing at that id lost its row to a local delete that capture has not seen yet, so it is deleted.
+   */
+  private async claimLocal(k: Knex, type: string, uuid: string, localId: number): Promise<void> {
+    for (const stale of await k(TABLES.state).where({ type, local_id: localId }).whereNot({ uuid }).select('uuid')) {
+      const other = (await this.store.get(stale.uuid, k))!
+      if (other.deleted) await this.store.setLocal(k, other.uuid, { local_id: null, local_values: null })
+      else await this.store.writeLocal(k, this.replica(), other, { _deleted: true }, { local_id: null, local_values: null })
+    }
   }
 
   /** a row that cannot be written here (a constraint of another plugin) leaves the merged state in place and is retried with the next change */
@@ -246,6 +262,7 @@ export class FederationService {
    */
   async mergeAll(em: EntityManager, k: Knex, crdts: WireCrdt[]): Promise<{ outcomes: MergeOutcome[]; rejected: { uuid: string; reason: string }[] }> {
     await this.capture(em, k)
+    em.clear()
     const rank = (t: string) => (TYPE_ORDER.includes(t) ? TYPE_ORDER.indexOf(t) : TYPE_ORDER.length)
     const ordered = [...crdts].sort((a, b) => rank(a.type) - rank(b.type))
     const outcomes: MergeOutcome[] = []
@@ -279,6 +296,7 @@ export class FederationService {
         }
       }
     }
+    em.clear()
     await this.refreshLocalValues(em, k, touched)
     return { outcomes, rejected }
   }
