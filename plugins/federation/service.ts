@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
-import { conflict, forbidden, invalidParam, MamError, type Database, type EntityManager, type Knex } from '../../core/index.js'
+import { conflict, invalidParam, MamError, type Database, type EntityManager, type Knex } from '../../core/index.js'
 import { conflicts as conflictedFields, type RecordState, type Value, type TypeRules } from './kernel.js'
 import { TABLES } from './migrations.js'
 import { CREATED, EVERYWHERE, SITE_RULES, TYPE_ORDER, snapshotOf, type MaterializeContext, type ReplicatedType } from './replicated.js'
@@ -597,12 +597,6 @@ export class FederationService {
   stopTimer(): void {
     clearTimeout(this.timer)
     this.timer = undefined
-  }
-
-  assertActive(status: string): void {
-    if (status === 'left') throw forbidden('This site has left the federation; it can come back only through a new join')
-    if (status === 'suspended') throw forbidden('This site is suspended')
-    if (status !== 'active') throw forbidden(`This site is ${status}, not an active member`)
   }
 }
 

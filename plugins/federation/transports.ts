@@ -4,7 +4,7 @@ import { mkdir, readFile, rename, rm, stat } from 'node:fs/promises'
 import path from 'node:path'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { conflict, iso, MamError, isUniqueViolation, notFound, permanentError, type Knex } from '../../core/index.js'
+import { iso, MamError, isUniqueViolation, notFound, permanentError, type Knex } from '../../core/index.js'
 import { TABLES } from './migrations.js'
 import type { FederationService } from './service.js'
 import type { WireCrdt } from './store.js'
@@ -139,9 +139,5 @@ export class TransportService {
       }
       throw err
     }
-  }
-
-  assertPending(row: TransportRow) {
-    if (row.status === 'applied') throw conflict('The transport was applied already')
   }
 }
