@@ -55,6 +55,14 @@ export class TeamService {
     await em.nativeDelete(TeamMembership, { team, user })
   }
 
+  /** member user ids per team, read through the caller's EntityManager (inside its transaction) */
+  async memberIdsOf(em: EntityManager, teamIds: number[]): Promise<Map<number, number[]>> {
+    const out = new Map<number, number[]>(teamIds.map((id) => [id, []]))
+    if (!teamIds.length) return out
+    for (const m of await em.find(TeamMembership, { team: { $in: teamIds } }, { orderBy: { id: 'asc' } })) out.get(m.team.id)?.push(m.user.id)
+    return out
+  }
+
   /** team ids of a user: the basis of every access check */
   async teamIdsOf(userId: number): Promise<number[]> {
     const rows = await this.knex('team_memberships').where({ user_id: userId }).select('team_id')
