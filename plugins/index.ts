@@ -18,6 +18,7 @@ import { galleriesPlugin } from './galleries/index.js'
 import { schedulesPlugin } from './schedules/index.js'
 import { editorProjectsPlugin } from './editor-projects/index.js'
 import { sequencesPlugin } from './sequences/index.js'
+import { viewFarmsPlugin } from './view-farms/index.js'
 
 /** Every feature plugin that ships with mamkit, one per line, in no particular order (the loader sorts them). */
 export const builtinPlugins: PluginDefinition[] = [
@@ -40,6 +41,7 @@ export const builtinPlugins: PluginDefinition[] = [
   schedulesPlugin,
   editorProjectsPlugin,
   sequencesPlugin,
+  viewFarmsPlugin,
 ]
 
 export { templatesPlugin, rolesPlugin, identityPlugin, projectsPlugin, statusFlagsPlugin, assetsPlugin, editsPlugin }
@@ -52,3 +54,4 @@ export { galleriesPlugin, customMetadataPlugin, searchPlugin }
 export { schedulesPlugin }
 export { editorProjectsPlugin }
 export { sequencesPlugin }
+export { viewFarmsPlugin }
