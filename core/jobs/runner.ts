@@ -357,6 +357,15 @@ export class JobRunner {
     const over: Array<{ id: number; token: string }> = []
     for (const row of rows) {
       const def = this.jobs.get(row.type)!
+      // a run of this job is still here though its row was handed back meanwhile (the view farm
+      // released this node's jobs, or its lease lapsed): that run has lost its lease and stops;
+      // the job goes back for the next claim instead of running twice in this process
+      const earlier = this.running.get(row.id) ?? this.settling.get(row.id)
+      if (earlier) {
+        if (this.running.get(row.id) === earlier) this.stop(earlier, 'lease-lost')
+        over.push({ id: row.id, token })
+        continue
+      }
       if (def.concurrency && this.countRunning(row.type) >= def.concurrency) over.push({ id: row.id, token })
       else this.execute(row, def, token)
     }

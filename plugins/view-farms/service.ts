@@ -114,8 +114,9 @@ export class ViewFarmService {
    * hands back whatever it claimed meanwhile.
    */
   async revoke(id: number): Promise<{ node: NodeRow; released: number[] }> {
-    const [node] = (await this.knex(NODES).where({ id }).delete().returning('*')) as NodeRow[]
-    if (!node) throw notFound('view farm node', id)
+    const node = await this.get(id)
+    // of two revokes at once, the one whose delete found the row detaches the node
+    if (!(await this.knex(NODES).where({ id }).delete())) throw notFound('view farm node', id)
     const released = await this.jobs.releaseWorker(node.worker_id)
     await this.jobs.notifyControl(CONTROL_TOPIC)
     return { node, released }
