@@ -81,7 +81,11 @@ export class FarmNode {
   private async beat() {
     // a switched-off farm steers nothing: the runner claims as configured
     if (!this.active()) return this.runner.resume()
-    if (this.id === undefined) return this.apply(await this.register())
+    if (this.id === undefined) {
+      this.apply(await this.register())
+      this.again = true // report at once what the runner does now that it knows what the farm asks
+      return
+    }
     const now = new Date()
     const [row] = (await this.knex(NODES)
       .where({ id: this.id, worker_id: this.runner.workerId })

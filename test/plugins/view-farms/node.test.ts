@@ -24,7 +24,8 @@ type Tap = Parameters<Parameters<typeof onEachDatabase>[2]>[0]
 async function ownNode(s: TestServer) {
   return waitFor('the node registered', async () => {
     const reply = await s.request('GET', '/view_farms', { token: s.admin.token })
-    return reply.body.view_farm_nodes?.find((n: any) => n.worker_id === s.runtime.runner.workerId)
+    // once it reported what it does after reading what the farm asks
+    return reply.body.view_farm_nodes?.find((n: any) => n.worker_id === s.runtime.runner.workerId && n.activity !== 'idle')
   })
 }
 const row = (s: TestServer, id: number) => s.runtime.db.knex('view_farm_nodes').where({ id }).first()
