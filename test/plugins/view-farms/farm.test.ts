@@ -1,0 +1,118 @@
+/**
+ * The view farm across real processes: two `mamkit serve` on one database (a shared SQLite file,
+ * or one PostgreSQL database), each a node. Commands sent to one process reach the other through
+ * the database (NOTIFY on PostgreSQL, the heartbeat's read on SQLite): a stopped node leaves every
+ * job to the other, a revoked node's running job is retried elsewhere and it claims no more,
+ * pause_all holds every claim until unpause_all.
+ */
+import t from 'tap'
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { databaseKinds, request, scratchDatabase, waitFor } from '../../../core/testing/index.js'
+import { killAll, login, serveProcess, type ServerProcess } from '../../helpers/process.js'
+
+const PLUGIN = fileURLToPath(new URL('../../fixtures/jobs-plugin.js', import.meta.url))
+const lines = async (file: string) => (await readFile(file, 'utf8').catch(() => '')).split('\n').filter(Boolean)
+
+for (const db of databaseKinds()) {
+  t.test(`two processes, two nodes [${db}]`, async (t) => {
+    const work = await mkdtemp(path.join(tmpdir(), 'mamkit-farm-'))
+    const scratch = await scratchDatabase(db)
+    t.teardown(async () => {
+      await killAll()
+      await scratch.drop()
+      await rm(work, { recursive: true, force: true })
+    })
+    const databaseUrl = scratch.databaseUrl ?? `sqlite:${path.join(work, 'shared.sqlite')}`
+    const start = (name: string) => serveProcess(path.join(work, name), databaseUrl, ['--plugin', PLUGIN])
+    for (const name of ['a', 'b', 'c']) await mkdir(path.join(work, name))
+    // one after the other: the first one migrates the database
+    const a = await start('a')
+    const b = await start('b')
+    const token = await login(a.url)
+    const call = (server: ServerProcess, method: string, pathname: string, json?: unknown) => request(server.url, method, pathname, { token, json })
+    const nodes = async (server = a) => (await call(server, 'GET', '/view_farms')).body.view_farm_nodes as any[]
+    const nodeOf = async (server: ServerProcess) => (await nodes()).find((n) => n.pid === server.child.pid)
+    const enqueue = async (name: string, payload: Record<string, unknown>) => {
+      const reply = await call(a, 'POST', `/jobs_test/${name}`, payload)
+      if (reply.status !== 200) throw new Error(`enqueue: ${reply.status} ${reply.text}`)
+      return reply.body.job.id as number
+    }
+    const stateOf = async (id: number) => (await call(a, 'GET', `/status/${id}`)).body.job.state
+    /** two heartbeats of the node after now: what it would claim, it has claimed */
+    const twoBeats = async (id: number) => {
+      const beat = async () => (await nodes()).find((n) => n.id === id)?.heartbeat_at
+      for (let i = 0; i < 2; i++) {
+        const seen = await beat()
+        await waitFor(`a heartbeat of node ${id}`, async () => (await beat()) !== seen)
+      }
+    }
+
+    await waitFor('both nodes claim', async () => (await nodes()).filter((n) => n.activity === 'claiming').length === 2)
+    const nodeA = await nodeOf(a)
+    const nodeB = await nodeOf(b)
+    t.not(nodeA.id, nodeB.id)
+    t.not(nodeA.worker_id, nodeB.worker_id)
+
+    // stop B through A: B drains and A takes every job
+    const file = path.join(work, 'ran')
+    t.equal((await call(a, 'POST', `/view_farms/${nodeB.id}/stop`)).status, 200)
+    await waitFor('B idle', async () => (await nodeOf(b)).activity === 'idle')
+    const first = await Promise.all(Array.from({ length: 12 }, () => enqueue('append', { file, ms: 20 })))
+    await waitFor('12 runs', async () => (await lines(file)).length >= first.length)
+    for (const id of first) t.equal(await stateOf(id), 'finished')
+    const runs = (await lines(file)).map((l) => l.split(' ').map(Number))
+    t.same(runs.map(([id]) => id).sort((x, y) => x - y), [...first].sort((x, y) => x - y), 'every job ran once')
+    t.same([...new Set(runs.map(([, pid]) => pid))], [a.child.pid], 'a stopped node took no job: the other took all')
+
+    // revoke B while it runs a job: the job is handed back and A runs it
+    t.equal((await call(b, 'POST', `/view_farms/${nodeB.id}/start`)).status, 200, 'a command through B itself')
+    t.equal((await call(a, 'POST', `/view_farms/${nodeA.id}/stop`)).status, 200)
+    await waitFor('A idle, B claiming', async () => (await nodeOf(a)).activity === 'idle' && (await nodeOf(b)).activity === 'claiming')
+    const revokedFile = path.join(work, 'revoked-run')
+    const long = await enqueue('append', { file: revokedFile, ms: 10_000 })
+    await waitFor('B runs the long job', async () => (await nodeOf(b))?.running_jobs.some((j: any) => j.id === long))
+    t.equal((await call(a, 'POST', `/view_farms/${nodeA.id}/start`)).status, 200)
+    const revoke = await call(a, 'DELETE', `/view_farms/revoke?id=${nodeB.id}`)
+    t.equal(revoke.status, 200)
+    t.same(revoke.body.viewfarmnode.released_job_ids, [long], 'its running job was handed back')
+    await waitFor('the long job finished elsewhere', async () => (await stateOf(long)) === 'finished')
+    t.same(await lines(revokedFile), [`${long} ${a.child.pid}`], 'retried on A, ran to its end once')
+    await waitFor('B says it was revoked', () => /was revoked/.test(b.output()))
+    t.same((await nodes()).map((n) => n.id), [nodeA.id], 'B is no node any more')
+    const after = path.join(work, 'after-revoke')
+    const later = await Promise.all(Array.from({ length: 6 }, () => enqueue('append', { file: after, ms: 20 })))
+    await waitFor('6 runs', async () => (await lines(after)).length >= later.length)
+    t.same([...new Set((await lines(after)).map((l) => Number(l.split(' ')[1])))], [a.child.pid], 'a revoked process claims nothing')
+    t.equal((await call(b, 'GET', '/view_farms')).status, 200, 'the revoked process still serves requests')
+
+    // a third process joins; pause_all holds every claim, unpause_all releases them
+    const c = await start('c')
+    await waitFor('C claims', async () => (await nodeOf(c))?.activity === 'claiming')
+    const nodeC = await nodeOf(c)
+    const paused = await call(a, 'POST', '/view_farms/pause_all')
+    t.same(paused.body.view_farm_nodes.map((n: any) => n.id).sort(), [nodeA.id, nodeC.id].sort(), 'both running nodes paused')
+    await waitFor('both idle', async () => (await nodes()).every((n) => n.state === 'paused' && n.activity === 'idle'))
+    const held = await Promise.all(Array.from({ length: 4 }, () => enqueue('quick', { value: 'held' })))
+    await twoBeats(nodeA.id)
+    await twoBeats(nodeC.id)
+    for (const id of held) t.equal(await stateOf(id), 'queued', `job ${id} stays queued while the farm is paused`)
+    const unpaused = await call(c, 'POST', '/view_farms/unpause_all')
+    t.equal(unpaused.body.view_farm_nodes.length, 2)
+    await waitFor('the held jobs ran', async () => (await Promise.all(held.map(stateOf))).every((s) => s === 'finished'))
+    t.pass('unpause_all: every held job ran')
+
+    // a clean stop marks the node offline at once
+    c.child.kill('SIGTERM')
+    t.same(await c.exited, { code: 0, signal: null }, 'SIGTERM: clean exit')
+    const gone = (await nodes()).find((n) => n.id === nodeC.id)
+    t.equal(gone.state, 'offline')
+    t.equal(gone.requested_state, 'running')
+    for (const server of [a, b]) {
+      server.child.kill('SIGTERM')
+      t.same(await server.exited, { code: 0, signal: null }, 'SIGTERM: clean exit')
+    }
+  })
+}
