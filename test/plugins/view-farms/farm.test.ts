@@ -61,8 +61,8 @@ for (const db of databaseKinds()) {
     t.equal((await call(a, 'POST', `/view_farms/${nodeB.id}/stop`)).status, 200)
     await waitFor('B idle', async () => (await nodeOf(b)).activity === 'idle')
     const first = await Promise.all(Array.from({ length: 12 }, () => enqueue('append', { file, ms: 20 })))
-    await waitFor('12 runs', async () => (await lines(file)).length >= first.length)
-    for (const id of first) t.equal(await stateOf(id), 'finished')
+    // a run appends its line before its outcome is written: wait for the outcomes
+    await waitFor('12 jobs finished', async () => (await Promise.all(first.map(stateOf))).every((s) => s === 'finished'))
     const runs = (await lines(file)).map((l) => l.split(' ').map(Number))
     t.same(runs.map(([id]) => id).sort((x, y) => x - y), [...first].sort((x, y) => x - y), 'every job ran once')
     t.same([...new Set(runs.map(([, pid]) => pid))], [a.child.pid], 'a stopped node took no job: the other took all')
@@ -84,7 +84,7 @@ for (const db of databaseKinds()) {
     t.same((await nodes()).map((n) => n.id), [nodeA.id], 'B is no node any more')
     const after = path.join(work, 'after-revoke')
     const later = await Promise.all(Array.from({ length: 6 }, () => enqueue('append', { file: after, ms: 20 })))
-    await waitFor('6 runs', async () => (await lines(after)).length >= later.length)
+    await waitFor('6 jobs finished', async () => (await Promise.all(later.map(stateOf))).every((s) => s === 'finished'))
     t.same([...new Set((await lines(after)).map((l) => Number(l.split(' ')[1])))], [a.child.pid], 'a revoked process claims nothing')
     t.equal((await call(b, 'GET', '/view_farms')).status, 200, 'the revoked process still serves requests')
 
