@@ -6,7 +6,7 @@
  * pause_all holds every claim until unpause_all.
  */
 import t from 'tap'
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -71,15 +71,23 @@ for (const db of databaseKinds()) {
     t.equal((await call(b, 'POST', `/view_farms/${nodeB.id}/start`)).status, 200, 'a command through B itself')
     t.equal((await call(a, 'POST', `/view_farms/${nodeA.id}/stop`)).status, 200)
     await waitFor('A idle, B claiming', async () => (await nodeOf(a)).activity === 'idle' && (await nodeOf(b)).activity === 'claiming')
-    const revokedFile = path.join(work, 'revoked-run')
-    const long = await enqueue('append', { file: revokedFile, ms: 10_000 })
+    // the stepper waits for a line in its gate file: it runs until the test lets it end
+    const gate = path.join(work, 'gate')
+    const marker = path.join(work, 'marker')
+    const long = await enqueue('stepper', { steps: 1, gate, marker })
     await waitFor('B runs the long job', async () => (await nodeOf(b))?.running_jobs.some((j: any) => j.id === long))
     t.equal((await call(a, 'POST', `/view_farms/${nodeA.id}/start`)).status, 200)
     const revoke = await call(a, 'DELETE', `/view_farms/revoke?id=${nodeB.id}`)
     t.equal(revoke.status, 200)
     t.same(revoke.body.viewfarmnode.released_job_ids, [long], 'its running job was handed back')
-    await waitFor('the long job finished elsewhere', async () => (await stateOf(long)) === 'finished')
-    t.same(await lines(revokedFile), [`${long} ${a.child.pid}`], 'retried on A, ran to its end once')
+    await waitFor('A retries the job', async () => (await nodeOf(a))?.running_jobs.some((j: any) => j.id === long))
+    await waitFor('B stopped its run', async () => (await lines(marker)).some((l) => l.startsWith('aborted')))
+    await writeFile(gate, 'go\n')
+    await waitFor('the long job finished', async () => (await stateOf(long)) === 'finished')
+    // B's run stops when its heartbeat finds the lease gone (lease-lost) or when it finds its node gone (shutdown)
+    const marks = await lines(marker)
+    t.same(marks.filter((l) => l.startsWith('start')), ['start 1', 'start 1'], 'run on B, then on A: the handed-back attempt was not counted')
+    t.equal(marks.filter((l) => l.startsWith('aborted')).length, 1, `B stopped its run (${marks.join('; ')})`)
     await waitFor('B says it was revoked', () => /was revoked/.test(b.output()))
     t.same((await nodes()).map((n) => n.id), [nodeA.id], 'B is no node any more')
     const after = path.join(work, 'after-revoke')
