@@ -118,6 +118,15 @@ onEachDatabase(
     t.ok((raced.name === 'a' && raced.concurrency === 2) || (raced.name === 'b' && raced.concurrency === 5), `one write whole: ${raced.name} ${raced.concurrency}`)
     await waitFor('the runner follows the row', () => s.runtime.runner.limits().concurrency === raced.concurrency)
 
+    // a user whose role grants view_farms.manage steers the farm and sees the host internals
+    const role = await s.request('POST', '/roles', { token: s.admin.token, json: { role: { name: 'Farm operators', role_matrix: { 'view_farms.manage': true } } } })
+    t.equal(role.status, 201)
+    t.equal((await s.request('PUT', `/users/${s.user.id}`, { token: s.admin.token, json: { user: { role_id: role.body.role.id } } })).status, 200)
+    const operated = await s.request('PUT', `/view_farms/${node.id}`, { token: s.user.token, json: { viewfarmnode: { name: 'operated' } } })
+    t.equal(operated.status, 200, 'the capability opens the commands')
+    t.equal(operated.body.viewfarmnode.host_name, hostname(), 'and shows the internals')
+    t.equal((await row(s, node.id)).name, 'operated')
+
   },
   options,
 )
