@@ -16,7 +16,8 @@ export class ViewFarmNode extends BaseEntity {
   version!: string
   availableJobTypes!: string[]
   jobTypes: string[] | null = null
-  concurrency!: number
+  concurrency: number | null = null
+  configuredConcurrency!: number
   state: Opt<string> = 'running'
   restartGeneration: Opt<number> = 0
   activity!: string
@@ -38,7 +39,8 @@ export const ViewFarmNodeSchema = new EntitySchema<ViewFarmNode, BaseEntity>({
     version: { type: 'string', length: 40 },
     availableJobTypes: { type: 'json' },
     jobTypes: { type: 'json', nullable: true },
-    concurrency: { type: 'integer' },
+    concurrency: { type: 'integer', nullable: true },
+    configuredConcurrency: { type: 'integer' },
     state: { type: 'string', length: 10, default: 'running' },
     restartGeneration: { type: 'integer', default: 0 },
     activity: { type: 'string', length: 12 },

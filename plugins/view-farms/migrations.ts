@@ -21,7 +21,10 @@ export const migrations: Migration[] = [
         t.json('available_job_types').notNullable()
         /** the types it may claim (JSON list); null: all it can run */
         t.json('job_types')
-        t.integer('concurrency').notNullable()
+        /** jobs at once as the farm set it; null: the process's own setting (MAMKIT_JOB_CONCURRENCY) */
+        t.integer('concurrency')
+        /** reported: the process's own setting, so a restart with another setting takes effect */
+        t.integer('configured_concurrency').notNullable()
         /** asked of the node: running, paused (pause_all) or stopped */
         t.string('state', 10).notNullable().defaultTo('running')
         /** bumped by POST restart; the process reloads its runner when it sees a higher one */

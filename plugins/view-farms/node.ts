@@ -2,7 +2,7 @@ import { hostname } from 'node:os'
 import type { Logger } from 'pino'
 import type { JobRunnerControl, Knex } from '../../core/index.js'
 import { NODES } from './migrations.js'
-import { CONTROL_TOPIC, FORGET_AFTER_MS, jsonColumn, type NodeRow } from './service.js'
+import { CONTROL_TOPIC, FORGET_AFTER_MS, concurrencyOf, jsonColumn, type NodeRow } from './service.js'
 
 const sameTypes = (a: string[] | null, b: string[] | null) => (a === null || b === null ? a === b : a.length === b.length && [...a].sort().join('\n') === [...b].sort().join('\n'))
 
@@ -24,6 +24,8 @@ export class FarmNode {
   private failing = false
   private unsubscribe: Array<() => void> = []
   private readonly host = hostname().slice(0, 255)
+  /** the process's own setting (config.jobs.concurrency), before the farm changed anything */
+  private configuredConcurrency = 0
 
   constructor(
     private readonly knex: Knex,
@@ -41,6 +43,7 @@ export class FarmNode {
    * the runner claim anyway: a farm that cannot be reached must not stop the jobs.
    */
   attach(): void {
+    this.configuredConcurrency = this.runner.limits().concurrency
     this.runner.pause()
     this.unsubscribe.push(this.runner.onBeat(() => this.sync()))
     this.unsubscribe.push(this.runner.onControl((topic) => topic === CONTROL_TOPIC && this.sync()))
@@ -110,6 +113,7 @@ export class FarmNode {
       process_started_at: new Date(Date.now() - process.uptime() * 1000),
       version: this.version.slice(0, 40),
       available_job_types: JSON.stringify(this.runner.jobTypes()),
+      configured_concurrency: this.configuredConcurrency,
       activity: 'idle',
       running_jobs: '[]',
       heartbeat_at: now,
@@ -122,7 +126,7 @@ export class FarmNode {
     if (row) this.log.info({ node: Number(row.id), name: row.name }, 'view farm: this process took over its host node')
     else {
       ;[row] = (await this.knex(NODES)
-        .insert({ ...identity, name: this.host.slice(0, 100), host_name: this.host, job_types: null, concurrency: this.runner.limits().concurrency, state: 'running', restart_generation: 0, created_at: now })
+        .insert({ ...identity, name: this.host.slice(0, 100), host_name: this.host, job_types: null, concurrency: null, state: 'running', restart_generation: 0, created_at: now })
         .returning('*')) as NodeRow[]
       this.log.info({ node: Number(row.id) }, 'view farm: this process joined as a new node')
     }
@@ -135,7 +139,7 @@ export class FarmNode {
   private apply(row: NodeRow) {
     if (row.state === 'running') this.runner.resume()
     else this.runner.pause()
-    const wanted = { concurrency: Number(row.concurrency), types: jsonColumn<string[] | null>(row.job_types) }
+    const wanted = { concurrency: concurrencyOf(row), types: jsonColumn<string[] | null>(row.job_types) }
     const current = this.runner.limits()
     if (wanted.concurrency !== current.concurrency || !sameTypes(wanted.types, current.types)) {
       this.runner.configure(wanted)

@@ -1,7 +1,7 @@
 import { can, iso, IdParams, NoInput, paginate, type Principal, type RegisterApi } from '../../core/index.js'
 import { viewFarmServices } from './refs.js'
 import { ListInput, NodeInput, RevokeInput } from './schemas.js'
-import { jsonColumn, type NodeRow, type ViewFarmService } from './service.js'
+import { concurrencyOf, jsonColumn, type NodeRow, type ViewFarmService } from './service.js'
 
 export const MANAGE = 'view_farms.manage'
 
@@ -20,7 +20,7 @@ export function nodeJson(row: NodeRow, farm: ViewFarmService, principal: Princip
     state: online ? row.state : 'offline',
     requested_state: row.state,
     activity: online ? row.activity : 'offline',
-    concurrency: Number(row.concurrency),
+    concurrency: concurrencyOf(row),
     job_types: jsonColumn<string[] | null>(row.job_types),
     running: running.length,
     heartbeat_at: iso(row.heartbeat_at),
@@ -38,6 +38,7 @@ export function nodeJson(row: NodeRow, farm: ViewFarmService, principal: Princip
     process_started_at: iso(row.process_started_at),
     available_job_types: jsonColumn<string[]>(row.available_job_types),
     restart_generation: Number(row.restart_generation),
+    configured_concurrency: Number(row.configured_concurrency),
     running_jobs: running,
   }
 }

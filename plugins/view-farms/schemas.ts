@@ -6,8 +6,8 @@ const JobTypes = Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { min
 
 export const NodeFields = {
   name: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-  /** jobs the node runs at once */
-  concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
+  /** jobs the node runs at once; null: its process's own setting again */
+  concurrency: Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: 256 }), Type.Null()])),
   /** the job types it claims; null: every type its process can run */
   job_types: Type.Optional(Type.Union([JobTypes, Type.Null()])),
 }

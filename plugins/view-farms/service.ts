@@ -19,7 +19,8 @@ export interface NodeRow {
   version: string
   available_job_types: unknown
   job_types: unknown
-  concurrency: number | string
+  concurrency: number | string | null
+  configured_concurrency: number | string
   state: NodeState
   restart_generation: number | string
   activity: string
@@ -32,11 +33,13 @@ export interface NodeRow {
 
 export interface NodeChange {
   name?: string
-  concurrency?: number
+  concurrency?: number | null
   job_types?: string[] | null
 }
 
 /** JSON columns come back as text on SQLite and as values on PostgreSQL */
+/** jobs at once: as the farm set it, else the process's own setting */
+export const concurrencyOf = (row: NodeRow) => Number(row.concurrency ?? row.configured_concurrency)
 export const jsonColumn = <T>(value: unknown): T => (typeof value === 'string' ? JSON.parse(value) : value) as T
 const time = (value: Date | number | string) => (value instanceof Date ? value.getTime() : new Date(value).getTime())
 

@@ -117,6 +117,11 @@ onEachDatabase(
     const raced = await row(s, node.id)
     t.ok((raced.name === 'a' && raced.concurrency === 2) || (raced.name === 'b' && raced.concurrency === 5), `one write whole: ${raced.name} ${raced.concurrency}`)
     await waitFor('the runner follows the row', () => s.runtime.runner.limits().concurrency === raced.concurrency)
+    // null: the process's own setting again
+    const reset = await s.request('PUT', `/view_farms/${node.id}`, { token: s.admin.token, json: { viewfarmnode: { concurrency: null } } })
+    t.equal(reset.body.viewfarmnode.concurrency, s.runtime.config.jobs.concurrency)
+    t.equal((await row(s, node.id)).concurrency, null)
+    await waitFor('the runner is back to its setting', () => s.runtime.runner.limits().concurrency === s.runtime.config.jobs.concurrency)
 
     // a user whose role grants view_farms.manage steers the farm and sees the host internals
     const role = await s.request('POST', '/roles', { token: s.admin.token, json: { role: { name: 'Farm operators', role_matrix: { 'view_farms.manage': true } } } })
