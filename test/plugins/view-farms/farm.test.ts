@@ -112,12 +112,31 @@ for (const db of databaseKinds()) {
     await waitFor('the held jobs ran', async () => (await Promise.all(held.map(stateOf))).every((s) => s === 'finished'))
     t.pass('unpause_all: every held job ran')
 
-    // a clean stop marks the node offline at once
+    // a clean stop marks the node offline at once; a process restarted on the host takes its node
+    // over, with the name and the state the farm gave it
+    t.equal((await call(a, 'PUT', `/view_farms/${nodeC.id}`, { viewfarmnode: { name: 'encoder-c' } })).status, 200)
+    t.equal((await call(a, 'POST', `/view_farms/${nodeC.id}/stop`)).status, 200)
     c.child.kill('SIGTERM')
     t.same(await c.exited, { code: 0, signal: null }, 'SIGTERM: clean exit')
     const gone = (await nodes()).find((n) => n.id === nodeC.id)
     t.equal(gone.state, 'offline')
-    t.equal(gone.requested_state, 'running')
+    t.equal(gone.requested_state, 'stopped')
+    const d = await start('c')
+    const taken = await waitFor('the restarted process took the node over', async () => {
+      const node = await nodeOf(d)
+      return node?.activity === 'idle' && node
+    })
+    t.match(taken, { id: nodeC.id, name: 'encoder-c', state: 'stopped', pid: d.child.pid }, 'same node, same name, still stopped')
+    t.equal((await nodes()).length, 2, 'no new node')
+    t.equal((await call(a, 'POST', `/view_farms/${nodeA.id}/stop`)).status, 200)
+    await waitFor('A idle', async () => (await nodeOf(a)).activity === 'idle')
+    const stillQueued = await enqueue('quick', {})
+    await twoBeats(nodeC.id)
+    t.equal(await stateOf(stillQueued), 'queued', 'a stopped node claims nothing after its restart either')
+    t.equal((await call(a, 'POST', `/view_farms/${nodeC.id}/start`)).status, 200)
+    await waitFor('the restarted node runs the job', async () => (await stateOf(stillQueued)) === 'finished')
+    d.child.kill('SIGTERM')
+    t.same(await d.exited, { code: 0, signal: null }, 'SIGTERM: clean exit')
     for (const server of [a, b]) {
       server.child.kill('SIGTERM')
       t.same(await server.exited, { code: 0, signal: null }, 'SIGTERM: clean exit')
