@@ -127,6 +127,7 @@ export class MamRuntime {
       const container = createContainer({ injectionMode: InjectionMode.PROXY, strict: true })
       const storages = new StorageRegistry(config)
       const runner = new JobRunner(queue, loaded.jobs, container, config, events, log, (p) => features.isActive(p))
+      jobs.attachRunner(runner)
       const core: Record<keyof typeof coreServices, unknown> = {
         config,
         log,
@@ -225,7 +226,7 @@ export class MamRuntime {
     client.on('end', () => replace())
     client.on('notification', (msg) => {
       if (msg.channel === AUTH_CHANNEL) this.container.resolve<AuthService>('auth').applyRemote(msg.payload ?? '')
-      else this.runner.wake()
+      else this.runner.notified(msg.payload ?? '')
     })
     try {
       await client.connect()

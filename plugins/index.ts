@@ -19,6 +19,7 @@ import { schedulesPlugin } from './schedules/index.js'
 import { editorProjectsPlugin } from './editor-projects/index.js'
 import { sequencesPlugin } from './sequences/index.js'
 import { federationPlugin } from './federation/index.js'
+import { viewFarmsPlugin } from './view-farms/index.js'
 
 /** Every feature plugin that ships with mamkit, one per line, in no particular order (the loader sorts them). */
 export const builtinPlugins: PluginDefinition[] = [
@@ -42,6 +43,7 @@ export const builtinPlugins: PluginDefinition[] = [
   editorProjectsPlugin,
   sequencesPlugin,
   federationPlugin,
+  viewFarmsPlugin,
 ]
 
 export { templatesPlugin, rolesPlugin, identityPlugin, projectsPlugin, statusFlagsPlugin, assetsPlugin, editsPlugin }
@@ -55,3 +57,4 @@ export { schedulesPlugin }
 export { editorProjectsPlugin }
 export { sequencesPlugin }
 export { federationPlugin }
+export { viewFarmsPlugin }

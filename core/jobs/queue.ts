@@ -6,6 +6,8 @@ import type { EnqueueOptions, JobFilter, JobKind, JobRow } from './types.js'
 
 export const JOBS_TABLE = 'jobs'
 export const NOTIFY_CHANNEL = 'mamkit_jobs'
+/** NOTIFY payloads on the jobs channel that carry a command for the runners' control listeners, not a wake-up */
+export const CONTROL_PREFIX = 'control:'
 
 /**
  * The durable queue: every state change is one SQL statement, fenced by `locked_by`, so a process
@@ -69,9 +71,7 @@ export class JobQueue {
     }))
     const out: JobRow[] = []
     for (let i = 0; i < rows.length; i += 500) out.push(...(await this.knex(JOBS_TABLE).insert(rows.slice(i, i + 500)).returning('*')).map(normalise))
-    const types = [...new Set(jobs.map((j) => j.type))]
-    for (const type of types) this.events.emit('jobs.enqueued', { type })
-    if (this.dialect === 'postgresql') await this.knex.raw(`select pg_notify(?, ?)`, [NOTIFY_CHANNEL, types.join(',')])
+    await this.wakeRunners([...new Set(jobs.map((j) => j.type))])
     return out
   }
 
@@ -240,6 +240,39 @@ export class JobQueue {
   async release(jobs: Array<{ id: number; token: string; runAt?: Date }>): Promise<void> {
     if (jobs.length === 0) return
     await this.hot.release.run([new Date(), JSON.stringify(jobs.map((j) => ({ id: j.id, token: j.token, run_at: j.runAt ? j.runAt.getTime() : null })))])
+  }
+
+  /**
+   * Hands back every job a runner holds (its `workerId` starts each of its claim tokens), without
+   * counting the attempt: that runner was detached from the farm, or stopped answering, and other
+   * processes take the jobs at their next claim. Its next heartbeat finds them gone and aborts their
+   * handlers (the fence of every write). Returns the ids handed back.
+   */
+  async releaseWorker(workerId: string): Promise<number[]> {
+    const prefix = `${workerId}:`
+    const rows: Array<{ id: number | string }> = await this.knex(JOBS_TABLE)
+      .where({ state: 'running' })
+      .whereRaw('substr(locked_by, 1, ?) = ?', [prefix.length, prefix])
+      .update({ state: 'queued', locked_by: null, lease_until: null, attempts: this.knex.raw('attempts - 1'), updated_at: new Date() })
+      .returning('id')
+    const ids = rows.map((r) => Number(typeof r === 'object' ? r.id : r))
+    if (ids.length) await this.wakeRunners(['released'])
+    return ids
+  }
+
+  /**
+   * A command for the runners' control listeners (`JobRunner.onControl`) of every process: through
+   * NOTIFY on PostgreSQL (this process hears it too), at once in this process on SQLite, where the
+   * other processes find the command at their next poll of whatever the topic stands for.
+   */
+  async notifyControl(topic: string): Promise<void> {
+    if (this.dialect === 'postgresql') await this.knex.raw(`select pg_notify(?, ?)`, [NOTIFY_CHANNEL, `${CONTROL_PREFIX}${topic}`])
+    else this.events.emit('jobs.control', topic)
+  }
+
+  private async wakeRunners(types: string[]) {
+    for (const type of types) this.events.emit('jobs.enqueued', { type })
+    if (this.dialect === 'postgresql') await this.knex.raw(`select pg_notify(?, ?)`, [NOTIFY_CHANNEL, types.join(',')])
   }
 
   /** Queued jobs end at once; running ones are asked to stop and end as cancelled when they do. */

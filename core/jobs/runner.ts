@@ -6,7 +6,7 @@ import type { Logger } from 'pino'
 import { Piscina } from 'piscina'
 import type { MamConfig } from '../config.js'
 import type { EventBus } from '../events.js'
-import type { JobQueue, SettleChange } from './queue.js'
+import { CONTROL_PREFIX, type JobQueue, type SettleChange } from './queue.js'
 import type { JobContext, JobRow } from './types.js'
 import type { RegisteredJob } from '../plugin/loader.js'
 import type { ServiceRef } from '../plugin/services.js'
@@ -41,6 +41,25 @@ const DATABASE_RETRY_MS = 1000
 const MAX_BATCH = 1000
 /** how long a lone free slot waits for others before it is claimed for */
 const GATHER_MS = 2
+
+/** a job this process runs now (JobRunner.runningJobs) */
+export interface RunningJob {
+  id: number
+  type: string
+  attempt: number
+  startedAt: Date | null
+  progress: number
+}
+
+/**
+ * What a plugin may steer of this process's runner (the view farm): claiming on and off, how many
+ * jobs at once and of which types, a drained reload, detaching, and a hook on the runner's own
+ * heartbeat tick. `JobService.runner()` gives it; the runtime owns start and close.
+ */
+export type JobRunnerControl = Pick<
+  JobRunner,
+  'workerId' | 'state' | 'beatMs' | 'pause' | 'resume' | 'configure' | 'limits' | 'runningJobs' | 'jobTypes' | 'onBeat' | 'onControl' | 'restart' | 'detach'
+>
 
 /**
  * Claims jobs from the durable queue and runs them: handlers on the main thread (they own DB
@@ -91,6 +110,18 @@ export class JobRunner {
   private outage?: { since: number }
   /** set while heartbeats fail: logged once, not on every beat */
   private heartbeatFailing = false
+  /** claiming off (view farm stop/pause): running jobs go on and their outcomes are written */
+  private paused = false
+  /** claiming off while restart() drains the runner (a pause asked meanwhile outlives it) */
+  private draining = false
+  /** claiming off for good: the node was detached (revoked) from the farm */
+  private detached = false
+  /** jobs at once: config.jobs.concurrency unless configure() set another */
+  private concurrency: number
+  /** the types this process accepts (configure()); undefined: every type it knows */
+  private accepted?: ReadonlySet<string>
+  private readonly beatListeners = new Set<() => void>()
+  private readonly controlListeners = new Set<(topic: string) => void>()
 
   constructor(
     private readonly queue: JobQueue,
@@ -100,7 +131,9 @@ export class JobRunner {
     private readonly events: EventBus,
     private readonly log: Logger,
     private readonly isPluginActive: (plugin: string) => boolean,
-  ) {}
+  ) {
+    this.concurrency = config.jobs.concurrency
+  }
 
   start(): void {
     if (!this.stopped) return
@@ -111,14 +144,149 @@ export class JobRunner {
       this.wake()
     }, this.config.jobs.pollMs)
     this.timer.unref()
-    this.heartbeatTimer = setInterval(() => this.heartbeat(), Math.max(50, Math.min(this.config.jobs.leaseMs / 3, 2000)))
+    this.heartbeatTimer = setInterval(() => {
+      this.heartbeat()
+      this.tellBeat()
+    }, this.beatMs())
     this.heartbeatTimer.unref()
+    this.wake()
+    this.tellBeat()
+  }
+
+  /** the heartbeat's interval: leases are extended three times per lease at least */
+  beatMs(): number {
+    return Math.max(50, Math.min(this.config.jobs.leaseMs / 3, 2000))
+  }
+
+  /**
+   * whether this process runs jobs, how many it runs now, when its last claim round ended (0: none
+   * yet), and whether claiming is off (paused, draining for a restart, or detached)
+   */
+  state(): { started: boolean; running: number; lastRoundAt: number; paused: boolean; draining: boolean; detached: boolean } {
+    return { started: !this.stopped, running: this.running.size, lastRoundAt: this.lastRoundAt, paused: this.paused, draining: this.draining, detached: this.detached }
+  }
+
+  /** stops claiming; the jobs that run go on to their end (a drain) */
+  pause(): void {
+    this.paused = true
+  }
+
+  /** claims again after pause() (not after detach()) */
+  resume(): void {
+    if (!this.paused) return
+    this.paused = false
     this.wake()
   }
 
-  /** whether this process runs jobs, how many it runs now, and when its last claim round ended (0: none yet) */
-  state(): { started: boolean; running: number; lastRoundAt: number } {
-    return { started: !this.stopped, running: this.running.size, lastRoundAt: this.lastRoundAt }
+  /**
+   * Jobs at once and the types claimed, applied from the next claim round: a lower limit lets the
+   * jobs that run finish, `types: null` accepts every type this process knows again.
+   */
+  configure(change: { concurrency?: number; types?: readonly string[] | null }): void {
+    if (change.concurrency !== undefined) {
+      if (!Number.isInteger(change.concurrency) || change.concurrency < 1) throw new RangeError(`concurrency must be a positive integer, not ${change.concurrency}`)
+      this.concurrency = change.concurrency
+    }
+    if (change.types !== undefined) this.accepted = change.types === null ? undefined : new Set(change.types)
+    this.wake()
+  }
+
+  /** the limits in force: jobs at once, and the accepted types (null: all) */
+  limits(): { concurrency: number; types: string[] | null } {
+    return { concurrency: this.concurrency, types: this.accepted ? [...this.accepted] : null }
+  }
+
+  /** every job type this process can run (those of switched-off plugins included) */
+  jobTypes(): string[] {
+    return [...this.jobs.keys()]
+  }
+
+  /** the jobs whose handlers run here now */
+  runningJobs(): RunningJob[] {
+    return [...this.running.values()].map((e) => ({ id: e.row.id, type: e.row.type, attempt: e.row.attempts, startedAt: e.row.started_at, progress: e.progress.progress }))
+  }
+
+  /**
+   * Calls `listener` when the runner starts and on every heartbeat tick after (the tick that extends
+   * the leases: no timer of its own). Returns the unsubscribe function.
+   */
+  onBeat(listener: () => void): () => void {
+    this.beatListeners.add(listener)
+    return () => this.beatListeners.delete(listener)
+  }
+
+  /**
+   * Calls `listener` with the topic of every control command (`JobService.notifyControl`): from
+   * other processes through PostgreSQL NOTIFY, from this process at once.
+   */
+  onControl(listener: (topic: string) => void): () => void {
+    this.controlListeners.add(listener)
+    const off = this.events.on('jobs.control', (topic) => listener(String(topic)))
+    return () => {
+      off()
+      this.controlListeners.delete(listener)
+    }
+  }
+
+  /** a NOTIFY on the jobs channel (from the runtime's listener): a control command, or jobs to claim */
+  notified(payload: string): void {
+    if (!payload.startsWith(CONTROL_PREFIX)) return this.wake()
+    const topic = payload.slice(CONTROL_PREFIX.length)
+    for (const listener of this.controlListeners) this.safely(() => listener(topic))
+  }
+
+  private tellBeat() {
+    for (const listener of this.beatListeners) this.safely(listener)
+  }
+
+  private safely(listener: () => void) {
+    try {
+      listener()
+    } catch (err) {
+      this.log.error({ err }, 'a job runner listener failed')
+    }
+  }
+
+  /**
+   * Drains and reloads: stops claiming, waits for every running job to end and its outcome to be
+   * written, replaces the worker thread pool, and claims again (unless paused or detached
+   * meanwhile). Nothing is handed back, so no job is lost or run twice.
+   */
+  async restart(): Promise<void> {
+    this.draining = true
+    try {
+      await this.settleAll()
+      const pool = this.pool
+      this.pool = undefined
+      await pool?.destroy()
+    } finally {
+      this.draining = false
+      this.wake()
+    }
+  }
+
+  /** waits until no handler runs and no outcome waits for its write */
+  private async settleAll() {
+    await this.claiming
+    while (this.running.size || this.settling.size) {
+      const entries = [...this.running.values(), ...this.settling.values()]
+      // an outcome kept through an outage resolves once the database is back and it is written
+      await Promise.allSettled(entries.map((e) => e.done))
+    }
+  }
+
+  /**
+   * Stops claiming for good (the node was revoked) and hands back what runs here, as a shutdown
+   * does, without counting the attempt: other processes retry those jobs. The process goes on
+   * serving requests.
+   */
+  async detach(deadlineMs = 10_000): Promise<void> {
+    if (this.detached) return
+    this.detached = true
+    await this.claiming
+    const entries = [...this.running.values(), ...this.settling.values()]
+    for (const e of this.running.values()) this.stop(e, 'shutdown')
+    await this.handBack(entries, deadlineMs)
   }
 
   /** called for NOTIFY from another process */
@@ -126,8 +294,8 @@ export class JobRunner {
     if (this.stopped) return
     // a single slot freed while the others run (short jobs ending one by one): wait a moment so
     // that the slots freed meanwhile share one claim instead of one claim each
-    const free = this.config.jobs.concurrency - this.running.size
-    if (free > 0 && free < this.config.jobs.concurrency / 4 && this.running.size > 0) {
+    const free = this.concurrency - this.running.size
+    if (free > 0 && free < this.concurrency / 4 && this.running.size > 0) {
       this.gatherTimer ??= setTimeout(() => {
         this.gatherTimer = undefined
         this.claimNow()
@@ -168,12 +336,14 @@ export class JobRunner {
 
   private async claimAndRun() {
     await this.writeKept() // throws while the database is still away: nothing is claimed meanwhile
-    const free = this.config.jobs.concurrency - this.running.size
+    if (this.paused || this.draining || this.detached) return
+    const free = this.concurrency - this.running.size
     if (free <= 0) return
     // outcomes wait for their write: run no further ahead of the database (the write's end wakes us)
-    if (this.settling.size >= this.config.jobs.concurrency * 4) return
+    if (this.settling.size >= this.concurrency * 4) return
     const types = [...this.jobs.values()]
       .filter((j) => this.isPluginActive(j.plugin))
+      .filter((j) => !this.accepted || this.accepted.has(j.type))
       .filter((j) => !j.concurrency || this.countRunning(j.type) < j.concurrency)
       .map((j) => j.type)
     const sweep = this.sweepDue
@@ -182,11 +352,20 @@ export class JobRunner {
     // leases this runner still holds may have lapsed during an outage: never swept here
     const held = [...this.running.values(), ...this.settling.values()].map((e) => e.token)
     const rows = await this.queue.claim(token, types, free, this.config.jobs.leaseMs, sweep, held)
-    // close() began while the claim was under way: hand the jobs back instead of starting them
-    if (this.stopped) return this.queue.release(rows.map((r) => ({ id: r.id, token })))
+    // close() or detach() began while the claim was under way: hand the jobs back instead of starting them
+    if (this.stopped || this.detached) return this.queue.release(rows.map((r) => ({ id: r.id, token })))
     const over: Array<{ id: number; token: string }> = []
     for (const row of rows) {
       const def = this.jobs.get(row.type)!
+      // a run of this job is still here though its row was handed back meanwhile (the view farm
+      // released this node's jobs, or its lease lapsed): that run has lost its lease and stops;
+      // the job goes back for the next claim instead of running twice in this process
+      const earlier = this.running.get(row.id) ?? this.settling.get(row.id)
+      if (earlier) {
+        if (this.running.get(row.id) === earlier) this.stop(earlier, 'lease-lost')
+        over.push({ id: row.id, token })
+        continue
+      }
       if (def.concurrency && this.countRunning(row.type) >= def.concurrency) over.push({ id: row.id, token })
       else this.execute(row, def, token)
     }
@@ -405,6 +584,13 @@ export class JobRunner {
     entry.abort.abort(new Error(reason))
   }
 
+  /** waits for the stopped handlers (up to the deadline), then releases what is still held */
+  private async handBack(entries: Running[], deadlineMs: number) {
+    await Promise.race([Promise.allSettled(entries.map((e) => e.done)), new Promise((r) => setTimeout(r, deadlineMs).unref())])
+    // what is still held (a handler past the deadline, an outcome not written) goes back; the rest is ended already
+    await this.queue.release(entries.map((e) => ({ id: e.row.id, token: e.token }))).catch((err) => this.log.error({ err }, 'releasing jobs failed'))
+  }
+
   private workerPool(): Piscina {
     this.pool ??= new Piscina({ maxThreads: this.config.jobs.threads, minThreads: 0, idleTimeout: 30_000 })
     return this.pool
@@ -428,9 +614,7 @@ export class JobRunner {
       const lost = this.kept.splice(0)
       this.settled(lost, lost.map(() => false))
     })
-    await Promise.race([Promise.allSettled(entries.map((e) => e.done)), new Promise((r) => setTimeout(r, deadlineMs).unref())])
-    // what is still held (a handler past the deadline, an outcome not written) goes back; the rest is ended already
-    await this.queue.release(entries.map((e) => ({ id: e.row.id, token: e.token }))).catch((err) => this.log.error({ err }, 'releasing jobs failed'))
+    await this.handBack(entries, deadlineMs)
     await this.flushing
     await this.beating
     await this.pool?.destroy()

@@ -4,14 +4,40 @@ import { check } from '../http/validation.js'
 import { jobTypeName, type JobType } from './define.js'
 import type { RegisteredJob } from '../plugin/loader.js'
 import type { JobQueue } from './queue.js'
+import type { JobRunnerControl } from './runner.js'
 import type { EnqueueOptions, JobFilter, JobRow } from './types.js'
 
 /** What handlers and plugins use (resolved as `jobs`): enqueue by type, read, cancel. */
 export class JobService {
+  private ownRunner?: JobRunnerControl
+
   constructor(
     private readonly queue: JobQueue,
     private readonly definitions: Map<string, RegisteredJob>,
   ) {}
+
+  /** the runtime hands over this process's runner (once, at boot) */
+  attachRunner(runner: JobRunnerControl): void {
+    this.ownRunner = runner
+  }
+
+  /**
+   * This process's job runner, to steer (plugins/view-farms): undefined in a process built without
+   * one; `state().started` is false in a process that does not run jobs (`runJobs: false`).
+   */
+  runner(): JobRunnerControl | undefined {
+    return this.ownRunner
+  }
+
+  /** hands back the jobs a runner holds, for other processes to retry (see JobQueue.releaseWorker) */
+  releaseWorker(workerId: string): Promise<number[]> {
+    return this.queue.releaseWorker(workerId)
+  }
+
+  /** tells every process's runner control listeners about `topic` (see JobQueue.notifyControl) */
+  notifyControl(topic: string): Promise<void> {
+    return this.queue.notifyControl(topic)
+  }
 
   /**
    * Queues one job. A type defined with `defineJob` has its payload checked against the schema
