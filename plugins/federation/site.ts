@@ -77,7 +77,14 @@ export class SiteIdentity {
         .catch(() => undefined)
       row = await this.knex(TABLES.site).orderBy('id').first()
     }
-    this.privateKey = createPrivateKey({ key: Buffer.from(unseal(this.sealingKey, row.private_key_sealed, row.site_uuid), 'base64'), format: 'der', type: 'pkcs8' })
+    let sealed: string
+    try {
+      sealed = unseal(this.sealingKey, row.private_key_sealed, row.site_uuid)
+    } catch {
+      // every process on one database must run with the same server key (dataDir/secret.key)
+      throw new Error(`The federation site key in the database was sealed with another server secret key: every mamkit process on one database needs the same secret.key in its data directory`)
+    }
+    this.privateKey = createPrivateKey({ key: Buffer.from(sealed, 'base64'), format: 'der', type: 'pkcs8' })
     this.row = { site_uuid: row.site_uuid, federation_uuid: row.federation_uuid ?? null, name: row.name, base_url: row.base_url ?? null, incarnation: Number(row.incarnation), public_key: row.public_key }
     return this.row
   }

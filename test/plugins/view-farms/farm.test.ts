@@ -6,6 +6,7 @@
  * pause_all holds every claim until unpause_all.
  */
 import t from 'tap'
+import { randomBytes } from 'node:crypto'
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
@@ -27,7 +28,12 @@ for (const db of databaseKinds()) {
     })
     const databaseUrl = scratch.databaseUrl ?? `sqlite:${path.join(work, 'shared.sqlite')}`
     const start = (name: string) => serveProcess(path.join(work, name), databaseUrl, ['--plugin', PLUGIN])
-    for (const name of ['a', 'b', 'c']) await mkdir(path.join(work, name))
+    // processes of one installation share its server key (sealed secrets in the database: S3 targets, the federation site key)
+    const secret = `${randomBytes(32).toString('base64')}\n`
+    for (const name of ['a', 'b', 'c']) {
+      await mkdir(path.join(work, name))
+      await writeFile(path.join(work, name, 'secret.key'), secret, { mode: 0o600 })
+    }
     // one after the other: the first one migrates the database
     const a = await start('a')
     const b = await start('b')
