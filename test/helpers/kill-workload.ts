@@ -113,7 +113,9 @@ export async function runKillCampaign(options: CampaignOptions): Promise<Campaig
           if (!r) return
           if (r.status === 201) projects.push({ id: r.body.project.id, name, folders: new Set(), granted: false }), count('project created')
         } else if (op < 0.42) {
-          const data = randomBytes(1000 + Math.floor(random() * 200_000))
+          // base64 text: random bytes are sometimes read by ffprobe as media (MP3 frame syncs, BinText),
+          // and their proxy then rightly fails to decode: a failure of the content, not of a kill
+          const data = Buffer.from(randomBytes(750 + Math.floor(random() * 150_000)).toString('base64'))
           const digest = sha(data)
           const form = new FormData()
           form.append('file', new Blob([new Uint8Array(data)]), `clip-${id}.bin`)
