@@ -21,7 +21,7 @@ export * from './errors.js'
 // HTTP: context, input schemas, paging, responses, validation
 export type { MamContext, UploadedFile, AppClient } from './http/context.js'
 export { IdParam, IdParams, NoInput, Page, Nullable, OneOf } from './http/schemas.js'
-export { paginate, PageInput, jsonCursor, type PageQuery, type CursorCodec } from './http/paging.js'
+export { paginate, PageInput, jsonCursor, integerPairCursor, type PageQuery, type CursorCodec } from './http/paging.js'
 export { acceptedJob, created } from './http/responses.js'
 export { check as checkParams, compileSchema } from './http/validation.js'
 export type { ObservedRequest } from './http/metrics.js'

@@ -40,6 +40,22 @@ export const jsonCursor = <Row extends Record<string, unknown>>(columns: string[
   },
 })
 
+/**
+ * A cursor of two integers (a sort key and the row id) for lists paged by hand, such as markers
+ * by in frame and sentences by start time: base64url JSON, and a malformed one decodes to undefined.
+ */
+export const integerPairCursor = {
+  encode: (key: number, id: number) => Buffer.from(JSON.stringify([key, id])).toString('base64url'),
+  decode(text: string): [number, number] | undefined {
+    try {
+      const v = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'))
+      return Array.isArray(v) && v.length === 2 && v.every((n) => Number.isInteger(n)) ? (v as [number, number]) : undefined
+    } catch {
+      return undefined
+    }
+  },
+}
+
 export interface PaginateOptions<Row> {
   /** a total order: the last column must make rows unique (`['name', 'id']`) */
   orderBy: string[]

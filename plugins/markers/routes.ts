@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises'
-import { coreServices, IdParams, acceptedJob, MamError, invalid, invalidParam, User, type RegisterApi, type MamContext, type ParamError } from '../../core/index.js'
+import { coreServices, IdParams, acceptedJob, MamError, invalid, invalidParam, User, type RegisterApi, type MamContext, type ParamError, integerPairCursor } from '../../core/index.js'
 import { assetServices, type Asset } from '../assets/index.js'
 import { editServices } from '../edits/index.js'
 import { markerServices } from './refs.js'
@@ -9,19 +9,6 @@ import type { MarkerInput, MarkerService, PlainMarker, Timeline } from './servic
 import { PushToApp } from './jobs.js'
 
 const MAX_IMPORT_BYTES = 20 * 1024 * 1024
-
-/** the `after` cursor of the marker list: the last marker's in frame and id */
-const cursor = {
-  encode: (inFrame: number, id: number) => Buffer.from(JSON.stringify([inFrame, id])).toString('base64url'),
-  decode(text: string): [number, number] | undefined {
-    try {
-      const v = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'))
-      return Array.isArray(v) && v.length === 2 && v.every((n) => Number.isInteger(n)) ? (v as [number, number]) : undefined
-    } catch {
-      return undefined
-    }
-  },
-}
 
 /**
  * `format`: the core drops it from the input (Rails sends it for `.json`), but these routes name a
@@ -84,10 +71,10 @@ export function registerMarkerRoutes(api: RegisterApi) {
       const timeline = s.timeline(asset)
       const limit = ctx.input.per_page ?? 1000
       let after: [number, number] | undefined
-      if (ctx.input.after !== undefined && !(after = cursor.decode(ctx.input.after))) throw invalidParam('after', 'is not a cursor this list gave out (X-Next-After)')
+      if (ctx.input.after !== undefined && !(after = integerPairCursor.decode(ctx.input.after))) throw invalidParam('after', 'is not a cursor this list gave out (X-Next-After)')
       const rows = await s.list(asset.id, { afterIn: after?.[0], afterId: after?.[1], limit })
       const replies = await s.repliesOf(rows.map((r) => r.id))
-      if (rows.length === limit) ctx.set('X-Next-After', cursor.encode(rows[rows.length - 1].in_frame, rows[rows.length - 1].id))
+      if (rows.length === limit) ctx.set('X-Next-After', integerPairCursor.encode(rows[rows.length - 1].in_frame, rows[rows.length - 1].id))
       return { array: rows.map((r) => s.serialize(r, timeline, replies.get(r.id) ?? [])) } // wire.md: root key `array`
     },
   )

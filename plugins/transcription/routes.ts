@@ -5,7 +5,7 @@ import { transcriptionServices } from './refs.js'
 import { normalizeLanguage, pickLanguage, type Engines } from './engine.js'
 import { PackageTranscripts, TranscribeProject, packageDir, packageFiles } from './jobs.js'
 
-import { IdParam, IdParams, MamError, acceptedJob, conflict, coreServices, invalidParam, type RegisterApi } from '../../core/index.js'
+import { IdParam, IdParams, MamError, acceptedJob, conflict, coreServices, invalidParam, type RegisterApi, integerPairCursor } from '../../core/index.js'
 const TranscribeInput = Type.Object(
   {
     language: Type.Optional(Type.String({ minLength: 1, maxLength: 35 })),
@@ -41,17 +41,6 @@ const SentenceList = Type.Object(
 const StateInput = Type.Object({ state_id: IdParam }, { additionalProperties: false })
 const Empty = Type.Object({}, { additionalProperties: false })
 
-const cursor = {
-  encode: (start: number, id: number) => Buffer.from(JSON.stringify([start, id])).toString('base64url'),
-  decode(text: string): [number, number] | undefined {
-    try {
-      const v = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'))
-      return Array.isArray(v) && v.length === 2 && v.every((n) => Number.isInteger(n)) ? (v as [number, number]) : undefined
-    } catch {
-      return undefined
-    }
-  },
-}
 
 const MEDIA = ['audio', 'video']
 
@@ -165,11 +154,11 @@ export function registerTranscriptionRoutes(api: RegisterApi<{ language: string 
       const { asset } = await assets().readable(ctx.em, ctx.user, ctx.params.asset_id)
       const t = await transcriptOf(asset.id, ctx.params.transcription_id)
       let after: [number, number] | undefined
-      if (ctx.input.after !== undefined && !(after = cursor.decode(ctx.input.after))) throw invalidParam('after', 'is not a cursor this list gave out (X-Next-After)')
+      if (ctx.input.after !== undefined && !(after = integerPairCursor.decode(ctx.input.after))) throw invalidParam('after', 'is not a cursor this list gave out (X-Next-After)')
       const limit = ctx.input.per_page ?? 1000
       const s = service()
       const rows = await s.sentences(t.id, { afterStart: after?.[0], afterId: after?.[1], limit })
-      if (rows.length === limit) ctx.set('X-Next-After', cursor.encode(rows[rows.length - 1].start_ms, rows[rows.length - 1].id))
+      if (rows.length === limit) ctx.set('X-Next-After', integerPairCursor.encode(rows[rows.length - 1].start_ms, rows[rows.length - 1].id))
       return { sentences: rows.map((r) => s.serializeSentence(r)) }
     },
   )
