@@ -112,6 +112,7 @@ export class MamRuntime {
       const features = new FeatureService(db.knex, loaded.plugins, events)
       await features.sync()
       const queue = new JobQueue(db.knex, db.dialect, events, { maxAttempts: config.jobs.maxAttempts })
+      for (const job of loaded.jobs.values()) if (job.recurring) queue.recurring.set(job.type, { ...job.recurring, kind: job.kind ?? 'generic', maxAttempts: job.maxAttempts })
       const jobs = new JobService(queue, loaded.jobs)
       const outbox = new Outbox(db.knex, db.dialect, events, jobs, (p) => features.isActive(p), log.child({ part: 'outbox' }), { leaseMs: config.jobs.leaseMs })
       // a user's job that ends publishes job.finished / job.failed in the transaction that ends it

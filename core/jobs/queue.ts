@@ -2,7 +2,7 @@ import type { Knex } from '@mikro-orm/knex'
 import type { Dialect } from '../db/orm.js'
 import type { EventBus } from '../events.js'
 import { HotStatement } from '../db/hot.js'
-import type { EnqueueOptions, JobFilter, JobKind, JobRow } from './types.js'
+import type { EnqueueOptions, JobFilter, JobKind, JobRow, JobState, Recurrence } from './types.js'
 
 export const JOBS_TABLE = 'jobs'
 export const NOTIFY_CHANNEL = 'mamkit_jobs'
@@ -26,6 +26,8 @@ export class JobQueue {
    * row): the others end without a transaction, many in one statement
    */
   onSettledWants?: (job: Pick<JobRow, 'type' | 'kind' | 'user_id' | 'state'>) => boolean
+  /** the types that run again and again (`api.jobs.schedule`), set by the runtime */
+  recurring = new Map<string, Recurrence & { kind: JobKind; maxAttempts?: number }>()
   private readonly hot: ReturnType<typeof hotStatements>
 
   constructor(
@@ -188,10 +190,13 @@ export class JobQueue {
     if (!jobs.length) return []
     const now = new Date()
     const hook = this.onSettled
-    const hooked = (j: (typeof jobs)[number]) =>
+    const hooked = (j: { state: JobState; row?: Pick<JobRow, 'type' | 'kind' | 'user_id'> }) =>
       hook !== undefined && (j.state === 'finished' || j.state === 'failed') && (!j.row || !this.onSettledWants || this.onSettledWants({ ...j.row, state: j.state }))
-    const plain = jobs.filter((j) => !hooked(j))
-    const withHook = jobs.filter(hooked)
+    // a recurring job's end queues its next run in the same transaction (a row without its type may be one)
+    const recurs = (j: { state: JobState; type?: string }) => j.state !== 'queued' && j.state !== 'running' && (j.type === undefined ? this.recurring.size > 0 : this.recurring.has(j.type))
+    const inTransaction = (j: (typeof jobs)[number]) => hooked(j) || recurs({ state: j.state, type: j.row?.type })
+    const plain = jobs.filter((j) => !inTransaction(j))
+    const withHook = jobs.filter(inTransaction)
     const settled = new Map<number, string>()
     const records = (list: typeof jobs) =>
       JSON.stringify(
@@ -223,7 +228,8 @@ export class JobQueue {
           const rows = await this.hot.settleFull.runIn(trx, [now, now, records(withHook)])
           for (const r of rows) {
             const job = normalise(r)
-            await hook!(trx, job)
+            if (hooked({ state: job.state, row: job })) await hook!(trx, job)
+            if (recurs(job)) await this.queueRecurring(trx, job.type, this.recurring.get(job.type)!.everyMs)
             settled.set(job.id, job.state)
           }
         }),
@@ -231,6 +237,39 @@ export class JobQueue {
     await Promise.all(writes)
     for (const [id, state] of settled) this.events.emit('jobs.settled', { id, state })
     return jobs.map((j) => settled.has(j.id))
+  }
+
+  /**
+   * Queues a run of each recurring type (`firstAfterMs` from now) that has none queued or running:
+   * a process's first start, a chain whose queued run was cancelled. One transaction per type.
+   */
+  async ensureRecurring(types: string[]): Promise<void> {
+    for (const type of types) {
+      const recurrence = this.recurring.get(type)
+      if (!recurrence) continue
+      // PostgreSQL: the advisory lock lives as long as a transaction; SQLite: one statement is one
+      if (this.dialect === 'postgresql') await this.knex.transaction((trx) => this.queueRecurring(trx, type, recurrence.firstAfterMs))
+      else await this.queueRecurring(this.knex, type, recurrence.firstAfterMs)
+    }
+  }
+
+  /**
+   * The next run of a recurring type, `delayMs` from now, unless one is queued or running. On
+   * PostgreSQL a transaction-scoped advisory lock per type makes two processes doing this at once
+   * queue one run, not two; on SQLite the writing transaction already excludes the other.
+   */
+  private async queueRecurring(db: Knex, type: string, delayMs: number): Promise<void> {
+    const recurrence = this.recurring.get(type)!
+    if (this.dialect === 'postgresql') await db.raw('select pg_advisory_xact_lock(hashtext(?))', [`${NOTIFY_CHANNEL}:recurring:${type}`])
+    const now = new Date()
+    const at = (d: Date) => (this.dialect === 'sqlite' ? d.getTime() : d) // knex's SQLite binding of dates
+    // one statement: on SQLite a check and a separate insert could meet another writer in between
+    await db.raw(
+      `insert into ${JOBS_TABLE} (type, kind, state, payload, progress, attempts, max_attempts, priority, run_at, cancel_requested, success, failure, created_at, updated_at)
+       select ?, ?, 'queued', ?, 0, 0, ?, 0, ?, ?, 0, 0, ?, ?
+       where not exists (select 1 from ${JOBS_TABLE} where type = ? and (state = 'queued' or state = 'running'))`,
+      [type, recurrence.kind, JSON.stringify({}), recurrence.maxAttempts ?? this.defaults.maxAttempts, at(new Date(now.getTime() + delayMs)), this.dialect === 'sqlite' ? 0 : false, at(now), at(now), type],
+    )
   }
 
   /**

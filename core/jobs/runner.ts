@@ -106,6 +106,8 @@ export class JobRunner {
    * database returns instead of running again when its lease lapses.
    */
   private kept: Completion[] = []
+  /** the next claim round first queues a run of each recurring type that has none (after start) */
+  private recurringDue = false
   /** set while claim rounds fail: logged once per outage, not on every poll */
   private outage?: { since: number }
   /** set while heartbeats fail: logged once, not on every beat */
@@ -138,6 +140,7 @@ export class JobRunner {
   start(): void {
     if (!this.stopped) return
     this.stopped = false
+    this.recurringDue = true
     this.unsubscribe = this.events.on('jobs.enqueued', () => this.wake())
     this.timer = setInterval(() => {
       this.sweepDue = true
@@ -337,6 +340,11 @@ export class JobRunner {
   private async claimAndRun() {
     await this.writeKept() // throws while the database is still away: nothing is claimed meanwhile
     if (this.paused || this.draining || this.detached) return
+    if (this.recurringDue) {
+      // once per start (again after a failed round): the chains of recurring jobs exist
+      await this.queue.ensureRecurring([...this.jobs.values()].filter((j) => j.recurring && this.isPluginActive(j.plugin)).map((j) => j.type))
+      this.recurringDue = false
+    }
     const free = this.concurrency - this.running.size
     if (free <= 0) return
     // outcomes wait for their write: run no further ahead of the database (the write's end wakes us)

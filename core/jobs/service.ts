@@ -104,7 +104,10 @@ export class JobService {
     return this.queue.list(filter, limit)
   }
 
-  cancel(id: number): Promise<JobRow | null> {
-    return this.queue.cancel(id)
+  /** a queued run of a recurring job that is cancelled makes way for the next one (`api.jobs.schedule`) */
+  async cancel(id: number): Promise<JobRow | null> {
+    const job = await this.queue.cancel(id)
+    if (job?.state === 'cancelled' && this.definitions.get(job.type)?.recurring) await this.queue.ensureRecurring([job.type])
+    return job
   }
 }

@@ -44,6 +44,14 @@ export interface JobDefinition<P = unknown> {
   concurrency?: number
 }
 
+/** a job that runs again and again (`api.jobs.schedule`) */
+export interface Recurrence {
+  /** the next run is queued to start this long after a run ends */
+  everyMs: number
+  /** when no run is queued or running (first start, after a cancel): the next starts this long from then */
+  firstAfterMs: number
+}
+
 export interface EnqueueOptions {
   priority?: number
   runAt?: Date

@@ -84,6 +84,14 @@ export interface JobRegistrar {
   define<P>(job: JobType<P>, definition: JobDefinition<P>): void
   /** @deprecated name the job with `defineJob('<plugin>.<name>', PayloadSchema)` */
   define<P = unknown>(type: string, definition: JobDefinition<P>): void
+  /**
+   * Runs a job this plugin defined again and again, with the payload `{}`: each run that ends
+   * (finished, failed or cancelled) queues the next one `everyMs` later, in the transaction that
+   * records its end, so a crash can neither break the chain nor double it. Whenever a process that
+   * runs jobs finds none of the type queued or running (its first start, a queued run cancelled),
+   * it queues one `firstAfterMs` from then (default `everyMs`). Runs of a switched-off plugin wait.
+   */
+  schedule(job: JobType<any> | string, everyMs: number, options?: { firstAfterMs?: number }): void
 }
 
 export interface CredentialRegistrar {

@@ -1,11 +1,11 @@
 import type { Resolver } from 'awilix'
 import type { Logger } from 'pino'
 import { BootError } from '../errors.js'
-import { compileSchema, type CompiledSchema } from '../http/validation.js'
+import { check, compileSchema, type CompiledSchema } from '../http/validation.js'
 import { routePathProblem, routeShape } from '../http/router.js'
 import { checkResolver, type CredentialResolver } from '../http/credentials.js'
 import { wrapSpecOf } from '../http/wrap.js'
-import type { JobDefinition } from '../jobs/types.js'
+import type { JobDefinition, Recurrence } from '../jobs/types.js'
 import type { JobType } from '../jobs/define.js'
 import type { MamConfig } from '../config.js'
 import type { EventBus } from '../events.js'
@@ -23,6 +23,8 @@ export interface RegisteredJob extends JobDefinition<any> {
   plugin: string
   /** the payload schema of a job defined with `defineJob`, checked at enqueue */
   compiledPayload?: CompiledSchema
+  /** set by `api.jobs.schedule`: the job runs again and again (see JobQueue.ensureRecurring) */
+  recurring?: Recurrence
 }
 
 /** a service a plugin provides: a ServiceRef's factory, or (legacy) an awilix resolver under a plain name */
@@ -160,7 +162,10 @@ export async function loadPlugins(
     const reachable = loaded.reachable.get(plugin.name)!
     await plugin.register?.({
       routes: { get: add('GET'), post: add('POST'), put: add('PUT'), patch: add('PATCH'), delete: add('DELETE') },
-      jobs: { define: (job: JobType<unknown> | string, definition: JobDefinition<any>) => defineJob(loaded, plugin.name, job, definition) },
+      jobs: {
+        define: (job: JobType<unknown> | string, definition: JobDefinition<any>) => defineJob(loaded, plugin.name, job, definition),
+        schedule: (job: JobType<unknown> | string, everyMs: number, options?: { firstAfterMs?: number }) => scheduleJob(loaded, plugin.name, job, everyMs, options),
+      },
       provide(ref: ServiceRef<unknown> | string, factory: ((resolve: ServiceResolver) => unknown) | Resolver<unknown>, options?: ProvideOptions) {
         const id = typeof ref === 'string' ? ref : ref.id
         const keyProblem = typeof ref === 'string' ? stringKeyProblem(plugin.name, ref, factory) : null
@@ -212,6 +217,18 @@ function defineJob(loaded: LoadedPlugins, plugin: string, job: JobType<unknown> 
   if (loaded.jobs.has(type)) throw new BootError('JOB_DUPLICATE', plugin, `job type "${type}" is already defined`)
   const compiledPayload = typeof job === 'string' ? undefined : compile(plugin, `job ${type}`, 'payload', job.payload)
   loaded.jobs.set(type, { ...definition, type, plugin, compiledPayload })
+}
+
+function scheduleJob(loaded: LoadedPlugins, plugin: string, job: JobType<unknown> | string, everyMs: number, options: { firstAfterMs?: number } = {}) {
+  const type = typeof job === 'string' ? job : job.type
+  const registered = loaded.jobs.get(type)
+  if (!registered || registered.plugin !== plugin) throw new BootError('JOB_INVALID', plugin, `schedules job type "${type}", which it has not defined (define it first)`)
+  const firstAfterMs = options.firstAfterMs ?? everyMs
+  for (const [name, ms, least] of [['every', everyMs, 1000], ['firstAfterMs', firstAfterMs, 0]] as const)
+    if (!Number.isSafeInteger(ms) || ms < least) throw new BootError('JOB_INVALID', plugin, `schedule of "${type}": ${name} must be a whole number of milliseconds ≥ ${least} (got ${ms})`)
+  if (registered.compiledPayload && check(registered.compiledPayload, {}, true, 'payload').length)
+    throw new BootError('JOB_INVALID', plugin, `schedule of "${type}": a scheduled run's payload is {}, which the job's payload schema refuses`)
+  registered.recurring = { everyMs, firstAfterMs }
 }
 
 function isKnownAccess(access: Access, loaded: LoadedPlugins): boolean {

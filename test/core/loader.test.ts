@@ -4,6 +4,7 @@ import { describePlugins } from '../../core/runtime.js'
 import { loadPlugins, sortPlugins } from '../../core/plugin/loader.js'
 import { definePlugin, type PluginDefinition, type RegisterApi } from '../../core/plugin/contract.js'
 import { BootError } from '../../core/errors.js'
+import { defineJob } from '../../core/jobs/define.js'
 import { aliasOf, createServiceRef } from '../../core/plugin/services.js'
 import { resolveConfig } from '../../core/config.js'
 import { EventBus } from '../../core/events.js'
@@ -135,6 +136,12 @@ t.test('capabilities, services and jobs', async (t) => {
     'job-b',
     [/x\.run/],
   )
+
+  // recurring jobs: only a job this plugin defined, a period of at least a second, a payload of {}
+  await bootFails(t, [withRoutes('recur-a', (api) => api.jobs.schedule('recur-a.tick', 60_000))], 'JOB_INVALID', 'recur-a', [/recur-a\.tick/, /not defined/])
+  await bootFails(t, [withRoutes('recur-b', (api) => (api.jobs.define('recur-b.tick', { handler: ok } as any), api.jobs.schedule('recur-b.tick', 10)))], 'JOB_INVALID', 'recur-b', [/every must be/, /got 10/])
+  const NeedsProject = defineJob('recur-c.tick', Type.Object({ projectId: Type.Integer() }))
+  await bootFails(t, [withRoutes('recur-c', (api) => (api.jobs.define(NeedsProject, { handler: ok } as any), api.jobs.schedule(NeedsProject, 60_000)))], 'JOB_INVALID', 'recur-c', [/payload is \{\}/])
 
   // credential resolvers: named, with extract() and resolve(), one per name, never the core's own
   const resolver = (name: string) => ({ name, extract: () => undefined, resolve: async () => null })
