@@ -71,6 +71,12 @@ export function projectViewOfRow(r: Record<string, any>): ProjectView {
  */
 export const READABLE_BY_USER = `exists (select 1 from access_rights ar join team_memberships tm on tm.team_id = ar.team_id where tm.user_id = ? and ar.object_type = '${PROJECT.type}' and ar.object_id = p.id and (ar.read = true or ar.write = true))`
 
+/**
+ * The user's (the parameter's) right on project `p` as a number, for `select … (RIGHT_LEVEL) as right_level`:
+ * 2 write, 1 read, 0 or null none; the same as `AccessRightService.rightOf` in the query that reads the row.
+ */
+const RIGHT_LEVEL = `select max(case when ar.write = true then 2 when ar.read = true then 1 else 0 end) from access_rights ar join team_memberships tm on tm.team_id = ar.team_id where tm.user_id = ? and ar.object_type = '${PROJECT.type}' and ar.object_id = p.id`
+
 export interface NewProject {
   name: string
   templateId?: number
@@ -95,6 +101,7 @@ export class ProjectService {
   /** decorators other plugins add to the project JSON */
   readonly views = new ProjectViews()
   private showStatements?: { admin: PreparedRead; user: PreparedRead }
+  private summaryStatements?: { admin: PreparedRead; user: PreparedRead }
   /** checks and rows other plugins add to project creation */
   readonly createHooks = new ProjectCreateHooks()
   /** limits beyond quotas on what projects may store (the license's storage limit) */
@@ -139,9 +146,20 @@ export class ProjectService {
    * read paths (asset listings) that need no entity (an entity load with its users costs ~3 ms).
    */
   async readableSummary(principal: Principal, id: number): Promise<{ id: number; name: string; right: Right }> {
-    const [row, right] = await Promise.all([this.knex('projects').where({ id, deleted: false }).first('id', 'name'), this.accessRights.rightOf(principal, PROJECT.type, id)])
-    if (!row || right === 'none') throw notFound('project', id)
-    return { id: Number(row.id), name: row.name, right }
+    // one prepared statement: the row and the principal's right in the same query (as rightOf: write beats read)
+    this.summaryStatements ??= {
+      admin: preparedRead(this.knex, 'select p.id, p.name from projects p where p.id = ? and p.deleted = false'),
+      user: preparedRead(this.knex, `select p.id, p.name, (${RIGHT_LEVEL}) as right_level from projects p where p.id = ? and p.deleted = false`),
+    }
+    if (principal.isAdmin) {
+      const [row] = await this.summaryStatements.admin([id])
+      if (!row) throw notFound('project', id)
+      return { id: Number(row.id), name: row.name, right: 'admin' }
+    }
+    const [row] = await this.summaryStatements.user([principal.userId, id])
+    const level = row ? Number(row.right_level ?? 0) : 0
+    if (level === 0) throw notFound('project', id)
+    return { id: Number(row.id), name: row.name, right: level === 2 ? 'write' : 'read' }
   }
 
   /**
