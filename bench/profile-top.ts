@@ -2,10 +2,11 @@
  * Summarises a V8 .cpuprofile (node --cpu-prof, or `node dist/bench/http.js --profile DIR`):
  * self time by function, and self and inclusive time by package / source area.
  *
- *   node dist/bench/profile-top.js FILE.cpuprofile [--top 30] [--from SECONDS]
+ *   node dist/bench/profile-top.js FILE.cpuprofile [--top 30] [--from SECONDS] [--to SECONDS] [--timeline]
  *
  * `--from` skips the first seconds of the profile (process start, module loading, migrations) so
- * that what remains is the load phase.
+ * that what remains is the load phase; `--to` ends the window (one route of a sweep that loaded
+ * several in turn). `--timeline` prints the busy share of every second instead, to find the windows.
  */
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
@@ -37,7 +38,7 @@ function areaOf(url: string): string {
 }
 
 function main() {
-  const { values, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: 'string', default: '30' }, from: { type: 'string', default: '0' } } })
+  const { values, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: 'string', default: '30' }, from: { type: 'string', default: '0' }, to: { type: 'string' }, timeline: { type: 'boolean' } } })
   if (!positionals[0]) {
     console.error('usage: node dist/bench/profile-top.js FILE.cpuprofile [--top N]')
     process.exit(2)
@@ -50,12 +51,14 @@ function main() {
 
   const selfUs = new Map<number, number>()
   const fromUs = Number(values.from) * 1e6
+  const toUs = values.to === undefined ? Infinity : Number(values.to) * 1e6
+  if (values.timeline) return timeline(profile, byId)
   let total = 0
   let at = 0
   profile.samples.forEach((id, i) => {
     const dt = profile.timeDeltas[i] ?? 0
     at += dt
-    if (at < fromUs) return
+    if (at < fromUs || at >= toUs) return
     selfUs.set(id, (selfUs.get(id) ?? 0) + dt)
     total += dt
   })
@@ -95,11 +98,26 @@ function main() {
     console.log(`\n${title}`)
     for (const [k, us] of [...map].sort((a, b) => b[1] - a[1]).slice(0, n)) console.log(`${pct(us)}  ${k}`)
   }
-  console.log(`${positionals[0]}: ${(total / 1e6).toFixed(1)} s sampled${fromUs ? ` after the first ${values.from} s` : ''}`)
+  console.log(`${positionals[0]}: ${(total / 1e6).toFixed(1)} s sampled${fromUs ? ` after the first ${values.from} s` : ''}${values.to ? ` until ${values.to} s` : ''}`)
   print('self time by area', areaSelf, top)
   print('inclusive time by area (an area counted once per sample)', areaInclusive, top)
   print('self time by function', fnSelf, top)
   print('inclusive time by function (a function counted once per sample)', fnInclusive, top)
+}
+
+/** the share of each second's samples that were not idle: where the load phases are */
+function timeline(profile: Profile, byId: Map<number, ProfileNode>) {
+  const busy: number[] = []
+  const all: number[] = []
+  let at = 0
+  profile.samples.forEach((id, i) => {
+    const dt = profile.timeDeltas[i] ?? 0
+    at += dt
+    const s = Math.floor(at / 1e6)
+    all[s] = (all[s] ?? 0) + dt
+    if (byId.get(id)!.callFrame.functionName !== '(idle)') busy[s] = (busy[s] ?? 0) + dt
+  })
+  for (let s = 0; s < all.length; s++) console.log(`${String(s).padStart(5)} s  ${'#'.repeat(Math.round((50 * (busy[s] ?? 0)) / (all[s] || 1)))}`)
 }
 
 main()

@@ -101,47 +101,60 @@ async function rawRoutes(db: RawDb, storageRoot: string, templatesRoot: string) 
   const READABLE = `exists (select 1 from access_rights ar join team_memberships tm on tm.team_id = ar.team_id where tm.user_id = ? and ar.object_type = 'project' and ar.object_id = p.id)`
   const READABLE_IDS = `p.id in (select ar.object_id from access_rights ar join team_memberships tm on tm.team_id = ar.team_id where tm.user_id = ? and ar.object_type = 'project' and ar.read = true)`
   const PROJECT_COLUMNS = 'p.id, p.uuid, p.name, p.alternative_name, p.description, p.storage, p.folder, p.template_id, p.is_library_project, p.encoding_priority, p.custom_metadata, p.quota, p.size, p.size_calculated_at, p.parent_id, p.frozen_by_id, p.frozen_at, p.created_by_id, p.created_by_edit, p.last_opened_by_id, p.last_opened_by_edit, p.last_used_at, p.deleted, p.created_at, p.updated_at'
-  const projectJson = (p: Row, admin: boolean, holders: Map<number, { mounted?: number; locked?: number }>) => ({
-    id: Number(p.id),
-    uuid: p.uuid,
-    name: p.name,
-    alternative_name: p.alternative_name,
-    description: p.description,
-    storage: p.storage,
-    folder: p.folder,
-    path: admin ? path.join(storageRoot, p.folder) : p.folder,
-    template_id: column.intOrNull(p.template_id),
-    is_library_project: column.bool(p.is_library_project),
-    encoding_priority: Number(p.encoding_priority),
-    custom_metadata: column.json(p.custom_metadata, {}),
-    quota: column.intOrNull(p.quota),
-    size: Number(p.size),
-    size_calculated_at: iso(p.size_calculated_at),
-    parent_id: column.intOrNull(p.parent_id),
-    frozen: p.frozen_at !== null,
-    frozen_by_id: column.intOrNull(p.frozen_by_id),
-    frozen_at: iso(p.frozen_at),
-    mounted_by: holders.get(Number(p.id))?.mounted ?? null,
-    locked_by: holders.get(Number(p.id))?.locked ?? null,
-    archive_strategy_id: null,
-    archive_strategy_state: null,
-    created_by: column.intOrNull(p.created_by_id),
-    created_by_edit: p.created_by_edit,
-    last_opened_by: column.intOrNull(p.last_opened_by_id),
-    last_opened_by_edit: p.last_opened_by_edit,
-    last_used_at: iso(p.last_used_at),
-    deleted: column.bool(p.deleted),
-    created_at: iso(p.created_at),
-    updated_at: iso(p.updated_at),
-  })
+  type Holders = Map<number, { mounted?: number; locked?: number; archive?: Row }>
+  const projectJson = (p: Row, admin: boolean, holders: Holders) => {
+    const archive = holders.get(Number(p.id))?.archive
+    return {
+      id: Number(p.id),
+      uuid: p.uuid,
+      name: p.name,
+      alternative_name: p.alternative_name,
+      description: p.description,
+      storage: p.storage,
+      folder: p.folder,
+      path: admin ? path.join(storageRoot, p.folder) : p.folder,
+      template_id: column.intOrNull(p.template_id),
+      is_library_project: column.bool(p.is_library_project),
+      encoding_priority: Number(p.encoding_priority),
+      custom_metadata: column.json(p.custom_metadata, {}),
+      quota: column.intOrNull(p.quota),
+      size: Number(p.size),
+      size_calculated_at: iso(p.size_calculated_at),
+      parent_id: column.intOrNull(p.parent_id),
+      frozen: p.frozen_at !== null,
+      frozen_by_id: column.intOrNull(p.frozen_by_id),
+      frozen_at: iso(p.frozen_at),
+      mounted_by: holders.get(Number(p.id))?.mounted ?? null,
+      locked_by: holders.get(Number(p.id))?.locked ?? null,
+      archive_strategy_id: column.intOrNull(archive?.archive_strategy_id),
+      archive_strategy_state: archive?.state ?? null,
+      created_by: column.intOrNull(p.created_by_id),
+      created_by_edit: p.created_by_edit,
+      last_opened_by: column.intOrNull(p.last_opened_by_id),
+      last_opened_by_edit: p.last_opened_by_edit,
+      last_used_at: iso(p.last_used_at),
+      deleted: column.bool(p.deleted),
+      created_at: iso(p.created_at),
+      updated_at: iso(p.updated_at),
+      // the strategies plugin's field (its project decorator)
+      archived: archive ? archive.state === 'archived' || Number(archive.bytes_released) > 0 : false,
+    }
+  }
+  /** what the edits and strategies plugins add to a project: who holds it, where its archive is */
   const holdersOf = async (ids: number[]) => {
-    const holders = new Map<number, { mounted?: number; locked?: number }>()
+    const holders: Holders = new Map()
     if (!ids.length) return holders
-    const rows = await db.all(`select project_id, mounted_by_id, opened_by_id from edit_sessions where project_id in (${ids.map(() => '?').join(',')}) and state <> 'releasing' order by id`, ids)
+    const list = ids.map(() => '?').join(',')
+    const rows = await db.all(`select project_id, mounted_by_id, opened_by_id from edit_sessions where project_id in (${list}) and state <> 'releasing' order by id`, ids)
     for (const r of rows) {
       const h = holders.get(Number(r.project_id)) ?? {}
       if (r.mounted_by_id !== null) h.mounted ??= Number(r.mounted_by_id)
       if (r.opened_by_id !== null) h.locked ??= Number(r.opened_by_id)
+      holders.set(Number(r.project_id), h)
+    }
+    for (const r of await db.all(`select project_id, archive_strategy_id, state, bytes_released from archive_states where project_id in (${list})`, ids)) {
+      const h = holders.get(Number(r.project_id)) ?? {}
+      h.archive = r
       holders.set(Number(r.project_id), h)
     }
     return holders

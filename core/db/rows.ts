@@ -61,16 +61,33 @@ export function preparedRead<R = Row>(knex: { client: any }, sql: string): Prepa
       }
     }
   }
+  const run = (conn: any, params: readonly unknown[]) => {
+    let statements = sqliteStatements.get(conn)
+    if (!statements) sqliteStatements.set(conn, (statements = new Map()))
+    let statement = statements.get(sql)
+    if (!statement) statements.set(sql, (statement = conn.prepare(sql)))
+    return statement.all(params.map(sqliteValue))
+  }
   return async (params) => {
+    const idle = idleSqliteConnection(client)
+    if (idle) return run(idle, params)
     const conn = await client.acquireConnection()
     try {
-      let statements = sqliteStatements.get(conn)
-      if (!statements) sqliteStatements.set(conn, (statements = new Map()))
-      let statement = statements.get(sql)
-      if (!statement) statements.set(sql, (statement = conn.prepare(sql)))
-      return statement.all(params.map(sqliteValue))
+      return run(conn, params)
     } finally {
       await client.releaseConnection(conn)
     }
   }
+}
+
+/**
+ * SQLite's connection when nobody holds it (no transaction open on it, nobody waiting for it): a
+ * statement run synchronously on it cannot interleave with anyone's, so it is used without the
+ * pool's acquire and release (a timer and half a dozen promises each: more than a small read costs).
+ * Otherwise undefined, and the caller waits for it through the pool as any query does.
+ */
+function idleSqliteConnection(client: any): object | undefined {
+  const pool = client.pool
+  if (!pool || pool.numUsed() !== 0 || pool.numPendingAcquires() !== 0 || pool.numPendingCreates() !== 0) return undefined
+  return pool.free[0]?.resource
 }

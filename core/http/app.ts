@@ -1,5 +1,5 @@
 import Koa from 'koa'
-import type { AwilixContainer } from 'awilix'
+import { Lifetime, type AwilixContainer } from 'awilix'
 import type { Logger } from 'pino'
 import qs from 'qs'
 import { ForeignKeyConstraintViolationException } from '@mikro-orm/core'
@@ -76,9 +76,17 @@ function extendContext(app: Koa, container: AwilixContainer) {
       },
     },
   })
+  // singletons and values are the root container's in a scope too: resolved from it, a request that
+  // needs nothing request-scoped (a GET reading plain rows, no `em`) makes no scope (~2 µs and a Proxy)
+  const inRoot = (key: string) => {
+    const registration = container.getRegistration(key) as { lifetime?: string } | null
+    return registration !== null && (registration.lifetime === undefined || registration.lifetime === Lifetime.SINGLETON)
+  }
   Object.assign(app.context, {
-    resolve(this: MamContext, name: string | { id: string }) {
-      return this.scope.resolve(typeof name === 'string' ? name : name.id)
+    resolve(this: MamContext & { _scope?: AwilixContainer }, name: string | { id: string }) {
+      const key = typeof name === 'string' ? name : name.id
+      if (this._scope === undefined && inRoot(key)) return container.resolve(key)
+      return this.scope.resolve(key)
     },
     requireUser(this: MamContext) {
       if (!this.user) throw unauthenticated()

@@ -51,7 +51,8 @@ export function mergeInput(
     else if (bodyKey) merged[bodyKey] = body
     else throw new MamError('bad_request', 'The request body must be a JSON object')
   }
-  for (const key of RESERVED_PARAMS) if (!declared?.properties?.[key]) delete merged[key]
-  for (const key of Object.keys(pathParams)) delete merged[key]
+  // only keys that are there: a `delete` of a present key turns the object into a slow dictionary
+  for (const key of RESERVED_PARAMS) if (Object.hasOwn(merged, key) && !declared?.properties?.[key]) delete merged[key]
+  for (const key in pathParams) if (Object.hasOwn(merged, key)) delete merged[key]
   return merged
 }

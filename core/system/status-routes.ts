@@ -4,6 +4,9 @@ import { IdParams } from '../http/schemas.js'
 import { iso } from '../db/entity.js'
 import { notFound } from '../errors.js'
 import type { JobService } from '../jobs/service.js'
+import { JOBS_TABLE, normalise } from '../jobs/queue.js'
+import { preparedRead, type PreparedRead } from '../db/rows.js'
+import type { Knex } from '../db/orm.js'
 import type { JobKind, JobRow } from '../jobs/types.js'
 
 export function serializeJob(job: JobRow) {
@@ -40,8 +43,18 @@ export function registerStatusRoutes({ routes }: RegisterApi) {
   })
 }
 
+/** one job's row by id, prepared once per knex: clients poll the status routes */
+const jobRows = new WeakMap<object, PreparedRead>()
+async function jobById(ctx: MamContext, id: number): Promise<JobRow | null> {
+  const knex = ctx.resolve<Knex>('knex')
+  let read = jobRows.get(knex)
+  if (!read) jobRows.set(knex, (read = preparedRead(knex, `select * from ${JOBS_TABLE} where id = ?`)))
+  const [row] = await read([id])
+  return row ? normalise(row) : null
+}
+
 async function visibleJob(ctx: MamContext, kinds: JobKind[] | null): Promise<JobRow> {
-  const job = await ctx.resolve<JobService>('jobs').get(ctx.params.id)
+  const job = await jobById(ctx, ctx.params.id)
   const user = ctx.user!
   if (!job || (kinds && !kinds.includes(job.kind)) || (!user.isAdmin && job.user_id !== user.userId)) throw notFound('job', ctx.params.id)
   return job

@@ -1,4 +1,3 @@
-import path from 'node:path'
 import { IdParams, NoInput, coreServices, invalidParam, uploadName, serializeJob, idempotent, type Outbox, type RegisterApi, type MamContext, type JobService, type Knex } from '../../core/index.js'
 import { assetIngested } from './events.js'
 import { publishQuotaCrossings } from './quota-events.js'
@@ -6,10 +5,11 @@ import type { ProjectService } from '../projects/index.js'
 import { Asset } from './entities.js'
 import { AddAssetsInput, ChangedSinceInput, CountInput, InjectInput, ListAssetsInput } from './schemas.js'
 import { cleanRelative, type AssetService } from './service.js'
-import { folderOf, inFolder } from './files.js'
+import { inFolder } from './files.js'
 import { MAX_NAME_BYTES } from './upload-names.js'
 import type { Ingest } from './ingest.js'
-import { ASSET_COLUMNS, serializeAsset, viewOfRow } from './asset-json.js'
+import { serializeAsset, viewOfRow } from './asset-json.js'
+import { assetListing } from './listing.js'
 
 export const MAX_UPLOAD_BYTES = 50 * 1024 ** 3
 
@@ -24,24 +24,21 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
     return inFolder(ctx.resolve<Knex>('knex')('assets').where('project_id', projectId), folder, Boolean(ctx.input.recursive))
   }
 
-  // plain rows, no entity hydration: a page of 100 assets costs a query and a loop (PERFORMANCE.md).
-  // (folder, name) is unique in a project (it is the path) and walks the index: no tie-breaker needed
-  // (an `id` after it made PostgreSQL sort every row before a deep OFFSET)
+  // plain rows from prepared statements, no entity hydration: a page of 100 assets costs two queries and a loop (PERFORMANCE.md, listing.ts)
   routes.get('/projects/:id/assets', { access: 'authenticated', params: IdParams, input: ListAssetsInput, summary: 'assets of a project folder (paginated)' }, async (ctx) => {
     const project = await projects(ctx).readableSummary(ctx.requireUser(), ctx.params.id)
     const { page, per_page = 100, type, online, after } = ctx.input
     if (after !== undefined && page !== undefined) throw invalidParam('page', 'cannot be combined with after')
-    const where = inProjectFolder(ctx, project.id)
-    if (type) where.where('type', type)
-    if (online !== undefined) where.where('online', online)
-    const [{ total }] = await where.clone().count({ total: '*' })
-    const rows = where.select(ASSET_COLUMNS).orderBy([{ column: 'folder' }, { column: 'name' }]).limit(per_page)
-    // keyset paging seeks in the (project, folder, name) index: page 500 costs what page 1 does, unlike OFFSET
-    if (after !== undefined) {
-      const last = cleanRelative(after, 'after')
-      rows.whereRaw('(folder, name) > (?, ?)', [folderOf(last), path.posix.basename(last)])
-    } else rows.offset(((page ?? 1) - 1) * per_page)
-    const found = await rows
+    const { total, rows: found } = await assetListing(ctx.resolve<Knex>('knex')).page({
+      projectId: project.id,
+      folder: ctx.input.folder ? cleanRelative(ctx.input.folder, 'folder') : '',
+      recursive: Boolean(ctx.input.recursive),
+      type: type || undefined,
+      online,
+      perPage: per_page,
+      after: after === undefined ? undefined : cleanRelative(after, 'after'),
+      page,
+    })
     const owner = { id: project.id, name: project.name }
     ctx.set('X-Total-Count', String(total))
     if (found.length === per_page) ctx.set('X-Next-After', encodeURIComponent(found[found.length - 1].path))

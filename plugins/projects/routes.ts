@@ -1,9 +1,9 @@
 import path from 'node:path'
-import { IdParams, invalidParam, notFound, safeName, serializeJob, type RegisterApi, type MamContext, type JobService, containsIgnoringCase, type Knex } from '../../core/index.js'
+import { IdParams, invalidParam, notFound, safeName, serializeJob, type RegisterApi, type MamContext, type JobService } from '../../core/index.js'
 import type { AccessRightService } from '../identity/index.js'
 import { Project } from './entities.js'
 import { EncodingPriorityInput, ListInput, ProjectInput, RenameInput } from './schemas.js'
-import { PROJECT, PROJECT_COLUMNS, TRASH_DIR, projectViewOfRow, type NewProject, type ProjectService } from './service.js'
+import { PROJECT, TRASH_DIR, type NewProject, type ProjectService } from './service.js'
 import type { ProjectGuards } from './guards.js'
 import type { ProjectRelocation } from './relocation.js'
 
@@ -27,30 +27,14 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
   const guards = (ctx: MamContext) => ctx.resolve<ProjectGuards>('projectGuards')
   const relocation = (ctx: MamContext) => ctx.resolve<ProjectRelocation>('projectRelocation')
 
-  // plain rows through knex, the access filter in the same query: no entity hydration (PERFORMANCE.md)
+  // plain rows from prepared statements, the access filter in the same query: no entity hydration (PERFORMANCE.md)
   const list = async (ctx: MamContext) => {
     const { page = 1, per_page = 100, name, library, frozen, storage, archived, online } = ctx.input
     // archiving arrives with the strategies plugin; until then no project is archived
     if (archived === true) return { projects: [] }
-    let where = ctx.resolve<Knex>('knex')('projects as p').where('p.deleted', false)
-    // any case, and % _ \ literal (containsIgnoringCase): the same on SQLite and PostgreSQL
-    if (name) where.whereRaw(...containsIgnoringCase('p.name', name))
-    if (library !== undefined) where.where('p.is_library_project', library)
-    // online: not a library (and not archived, which no project is until the strategies plugin arrives)
-    if (online !== undefined) where.where('p.is_library_project', !online)
-    if (frozen !== undefined) where = frozen ? where.whereNotNull('p.frozen_at') : where.whereNull('p.frozen_at')
-    if (storage) where.where('p.storage', storage)
-    where = ctx.resolve<AccessRightService>('accessRights').scope(where, ctx.user!, PROJECT.type, 'p.id')
-    const [[{ total }], rows] = await Promise.all([
-      where.clone().count({ total: '*' }),
-      where
-        .select(PROJECT_COLUMNS)
-        .orderBy([{ column: 'p.name' }, { column: 'p.id' }])
-        .limit(per_page)
-        .offset((page - 1) * per_page),
-    ])
+    const { total, rows } = await projects(ctx).listPage(ctx.user!, { name, library, online, frozen, storage, page, perPage: per_page })
     ctx.set('X-Total-Count', String(total))
-    return { projects: await projects(ctx).render(ctx, rows.map(projectViewOfRow)) }
+    return { projects: await projects(ctx).render(ctx, rows) }
   }
   routes.get('/projects', { access: 'authenticated', input: ListInput, summary: 'list projects (filters: name, library, frozen, online, archived, storage; paginated)' }, list)
   routes.get('/projects/search', { access: 'authenticated', input: ListInput, summary: 'search projects by a substring of name' }, list)

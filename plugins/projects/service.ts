@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { safeName, iso, MamError, conflict, notFound, User, isUniqueViolation, moveExclusive, type Outbox, type EntityManager, type Knex, type MamContext, type StorageRegistry, type StorageJournal, type Principal, column, preparedRead, type PreparedRead, makeDirs } from '../../core/index.js'
+import { safeName, iso, MamError, conflict, notFound, User, isUniqueViolation, moveExclusive, type Outbox, type EntityManager, type Knex, type MamContext, type StorageRegistry, type StorageJournal, type Principal, column, preparedRead, containsIgnoringCase, type PreparedRead, makeDirs } from '../../core/index.js'
 import { projectCreated } from './events.js'
 import { realpath, stat } from 'node:fs/promises'
 import path from 'node:path'
@@ -71,6 +71,30 @@ export function projectViewOfRow(r: Record<string, any>): ProjectView {
  */
 export const READABLE_BY_USER = `exists (select 1 from access_rights ar join team_memberships tm on tm.team_id = ar.team_id where tm.user_id = ? and ar.object_type = '${PROJECT.type}' and ar.object_id = p.id and (ar.read = true or ar.write = true))`
 
+/**
+ * The user's (the parameter's) right on project `p` as a number, for `select … (RIGHT_LEVEL) as right_level`:
+ * 2 write, 1 read, 0 or null none; the same as `AccessRightService.rightOf` in the query that reads the row.
+ */
+const RIGHT_LEVEL = `select max(case when ar.write = true then 2 when ar.read = true then 1 else 0 end) from access_rights ar join team_memberships tm on tm.team_id = ar.team_id where tm.user_id = ? and ar.object_type = '${PROJECT.type}' and ar.object_id = p.id`
+
+/**
+ * `p.id in (<READABLE_IDS>)` with the user's id as its parameter: the projects the user may list, the
+ * same set as `AccessRightService.readableIds` (a read right through one of their teams).
+ */
+const READABLE_IDS = `select ar.object_id from access_rights ar join team_memberships tm on tm.team_id = ar.team_id where tm.user_id = ? and ar.object_type = '${PROJECT.type}' and ar.read = true`
+
+/** what `GET /projects` filters and pages by */
+export interface ProjectListQuery {
+  /** a part of the name, in any case */
+  name?: string
+  library?: boolean
+  online?: boolean
+  frozen?: boolean
+  storage?: string
+  page: number
+  perPage: number
+}
+
 export interface NewProject {
   name: string
   templateId?: number
@@ -95,6 +119,9 @@ export class ProjectService {
   /** decorators other plugins add to the project JSON */
   readonly views = new ProjectViews()
   private showStatements?: { admin: PreparedRead; user: PreparedRead }
+  private summaryStatements?: { admin: PreparedRead; user: PreparedRead }
+  /** `listPage`'s statements by SQL text: one per shape of the filters (a few dozen at most) */
+  private readonly listStatements = new Map<string, PreparedRead>()
   /** checks and rows other plugins add to project creation */
   readonly createHooks = new ProjectCreateHooks()
   /** limits beyond quotas on what projects may store (the license's storage limit) */
@@ -139,9 +166,66 @@ export class ProjectService {
    * read paths (asset listings) that need no entity (an entity load with its users costs ~3 ms).
    */
   async readableSummary(principal: Principal, id: number): Promise<{ id: number; name: string; right: Right }> {
-    const [row, right] = await Promise.all([this.knex('projects').where({ id, deleted: false }).first('id', 'name'), this.accessRights.rightOf(principal, PROJECT.type, id)])
-    if (!row || right === 'none') throw notFound('project', id)
-    return { id: Number(row.id), name: row.name, right }
+    // one prepared statement: the row and the principal's right in the same query (as rightOf: write beats read)
+    this.summaryStatements ??= {
+      admin: preparedRead(this.knex, 'select p.id, p.name from projects p where p.id = ? and p.deleted = false'),
+      user: preparedRead(this.knex, `select p.id, p.name, (${RIGHT_LEVEL}) as right_level from projects p where p.id = ? and p.deleted = false`),
+    }
+    if (principal.isAdmin) {
+      const [row] = await this.summaryStatements.admin([id])
+      if (!row) throw notFound('project', id)
+      return { id: Number(row.id), name: row.name, right: 'admin' }
+    }
+    const [row] = await this.summaryStatements.user([principal.userId, id])
+    const level = row ? Number(row.right_level ?? 0) : 0
+    if (level === 0) throw notFound('project', id)
+    return { id: Number(row.id), name: row.name, right: level === 2 ? 'write' : 'read' }
+  }
+
+  /**
+   * A page of the live projects the principal can read, ordered by name, and the count of all that
+   * match: `GET /projects` and `/projects/search`. Two prepared statements per shape of the filters
+   * (the access filter in the same query): knex's query building cost more than the queries.
+   */
+  async listPage(principal: Principal, q: ProjectListQuery): Promise<{ total: number; rows: ProjectView[] }> {
+    let where = 'p.deleted = false'
+    const args: unknown[] = []
+    if (q.name) {
+      // any case, and % _ \ literal (containsIgnoringCase): the same on SQLite and PostgreSQL
+      const [sql, bindings] = containsIgnoringCase('p.name', q.name)
+      where += ` and ${sql}`
+      args.push(...bindings)
+    }
+    if (q.library !== undefined) {
+      where += ' and p.is_library_project = ?'
+      args.push(q.library)
+    }
+    // online: not a library (and not archived, which no project is until the strategies plugin arrives)
+    if (q.online !== undefined) {
+      where += ' and p.is_library_project = ?'
+      args.push(!q.online)
+    }
+    if (q.frozen !== undefined) where += q.frozen ? ' and p.frozen_at is not null' : ' and p.frozen_at is null'
+    if (q.storage) {
+      where += ' and p.storage = ?'
+      args.push(q.storage)
+    }
+    if (!principal.isAdmin) {
+      where += ` and p.id in (${READABLE_IDS})`
+      args.push(principal.userId)
+    }
+    const page = `select ${PROJECT_COLUMNS.join(', ')} from projects p where ${where} order by p.name, p.id limit ? offset ?`
+    const [[{ total }], rows] = await Promise.all([
+      this.listStatement(`select count(*) as total from projects p where ${where}`)(args),
+      this.listStatement(page)([...args, q.perPage, (q.page - 1) * q.perPage]),
+    ])
+    return { total: Number(total), rows: rows.map(projectViewOfRow) }
+  }
+
+  private listStatement(sql: string): PreparedRead {
+    let read = this.listStatements.get(sql)
+    if (!read) this.listStatements.set(sql, (read = preparedRead(this.knex, sql)))
+    return read
   }
 
   /**

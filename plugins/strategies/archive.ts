@@ -10,7 +10,7 @@ import type { StrategyRow, StrategyService } from './strategies.js'
 import { Hasher, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
 import { projectArchived, projectUnarchived } from './events.js'
 
-import { MamError, conflict, isUniqueViolation, iso, linkExclusive, notFound, openInside, relativeSegments, type Knex, type Outbox, type StorageJournal } from '../../core/index.js'
+import { preparedRead, type PreparedRead, MamError, conflict, isUniqueViolation, iso, linkExclusive, notFound, openInside, relativeSegments, type Knex, type Outbox, type StorageJournal } from '../../core/index.js'
 /** states a running archive job moves through; the others are where it rests */
 export const ACTIVE = ['queued', 'copying', 'verifying', 'releasing', 'restoring', 'moving'] as const
 export type ArchiveState = (typeof ACTIVE)[number] | 'archived' | 'online' | 'failed' | 'cancelled'
@@ -149,6 +149,7 @@ export interface RunContext {
  * copied (size and modification time), so a crash at any point leaves the copy, the original, or both.
  */
 export class ArchiveService {
+  private stateOfOne?: PreparedRead
   constructor(
     private readonly knex: Knex,
     private readonly strategies: StrategyService,
@@ -164,7 +165,9 @@ export class ArchiveService {
 
   async statesOf(projectIds: number[]): Promise<Map<number, StateRow>> {
     if (!projectIds.length) return new Map()
-    const rows = await this.knex('archive_states').whereIn('project_id', projectIds)
+    // one project (GET /projects/:id, polled): a prepared statement; a page: one query for the lot
+    this.stateOfOne ??= preparedRead(this.knex, 'select * from archive_states where project_id = ?')
+    const rows = projectIds.length === 1 ? await this.stateOfOne(projectIds) : await this.knex('archive_states').whereIn('project_id', projectIds)
     return new Map(rows.map((r: any) => [Number(r.project_id), toState(r)]))
   }
 
