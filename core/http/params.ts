@@ -9,53 +9,44 @@ export const RESERVED_PARAMS = ['auth_token', '_method', 'format', 'utf8', 'auth
  * A number in brackets (`custom_metadata[5]=x`) is a hash key, as in Rails: a form keyed by field ids
  * keeps its ids. qs would read it as a list index (and lose the key, or refuse one above
  * `arrayLimit`), so the key decoder marks such a segment with a private-use character, which makes it
- * no index, and `unmark` takes the mark off again. Lists are `name[]=a&name[]=b` (or `name=a&name=b`),
- * bounded by `arrayLimit`; a parameter a route declares as a list that arrives with indices
- * (`ids[0]=a&ids[1]=b`) becomes a list again in `mergeInput`, in the order of its indices.
+ * no index; `shapeInput` takes the mark off. Lists are `name[]=a&name[]=b` (or `name=a&name=b`),
+ * bounded by `arrayLimit`. A parameter the route declares as a list that arrives with indices
+ * (`ids[0]=a&ids[1]=b`) becomes a list again, in index order; an index at or above `arrayLimit`
+ * there is refused as before (413), which the second mark records.
  */
-const INDEX_MARK = '\uE000'
-const MARKED_INDEX = /\[(\d+)\]/g
+const INDEX = '\uE000'
+const FAR_INDEX = '\uE001'
+const BRACKETED_NUMBER = /\[(\d+)\]/g
+const isMarked = (key: string) => key.charCodeAt(0) === 0xe000 || key.charCodeAt(0) === 0xe001
 
 export function qsOptions(limits: MamConfig['limits']): qs.IParseOptions {
+  const limit = limits.arrayLength
   return {
     depth: limits.queryDepth,
     parameterLimit: limits.queryParameters,
-    arrayLimit: limits.arrayLength,
+    arrayLimit: limit,
     strictDepth: true,
     throwOnLimitExceeded: true,
     allowPrototypes: false,
     decoder(text, decode, charset, type) {
       const decoded = decode(text, decode, charset)
-      return type === 'key' && typeof decoded === 'string' ? decoded.replace(MARKED_INDEX, `[${INDEX_MARK}$1]`) : decoded
+      if (type !== 'key' || typeof decoded !== 'string') return decoded
+      return decoded.replace(BRACKETED_NUMBER, (_, n: string) => `[${n.length < 10 && Number(n) < limit ? INDEX : FAR_INDEX}${n}]`)
     },
   }
 }
 
-/** `template[name]=x&paths[]=a&values[5]=y` → `{template: {name: 'x'}, paths: ['a'], values: {5: 'y'}}`, bounded by the limits. */
+/** `template[name]=x&paths[]=a&values[5]=y` → `{template: {name: 'x'}, paths: ['a'], values: {5: 'y'}}` (keys marked until `shapeInput`), bounded by the limits. */
 export function parseQuery(querystring: string, options: qs.IParseOptions): Record<string, unknown> {
   if (!querystring) return {}
   try {
-    return unmark(qs.parse(querystring, options)) as Record<string, unknown>
+    return qs.parse(querystring, options) as Record<string, unknown>
   } catch (err) {
     throw limitError(err)
   }
 }
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
-
-/** takes the index marks off the keys of a parsed query or form (in place; nothing to do for JSON) */
-export function unmark(value: unknown): unknown {
-  if (Array.isArray(value)) for (let i = 0; i < value.length; i++) value[i] = unmark(value[i])
-  else if (isPlainObject(value))
-    for (const key of Object.keys(value)) {
-      const inner = unmark(value[key])
-      if (key.charCodeAt(0) === 0xe000) {
-        delete value[key]
-        value[key.slice(1)] = inner
-      } else value[key] = inner
-    }
-  return value
-}
 
 interface SchemaShape {
   type?: string | string[]
@@ -74,34 +65,35 @@ const typesOf = (schema: SchemaShape): string[] => {
 }
 
 /**
- * A parameter the route declares as a list but that arrived keyed by numbers (`ids[0]=a&ids[1]=b`,
- * or a JSON object `{"0": …}` from a form-minded client) becomes the list, in index order; objects
- * the route declares are walked for the lists inside them. Everything else is left as it came.
+ * The parsed parameters as the route declares them (in place): index marks taken off the keys, and
+ * a declared list that arrived keyed by numbers (`ids[0]=a&ids[1]=b`, or JSON `{"0": …}`) made the
+ * list, in index order. Without a declaration only the marks go. Everything else is left as it came.
  */
-export function listsAsDeclared(value: unknown, schema: SchemaShape | undefined): unknown {
-  if (!schema || typeof schema !== 'object') return value
-  const types = typesOf(schema)
-  if (isPlainObject(value) && types.includes('array') && !types.includes('object') && !types.includes('any')) {
-    const keys = Object.keys(value)
-    if (keys.every((k) => /^(0|[1-9]\d{0,8})$/.test(k))) {
-      const items = (schema.anyOf ?? schema.oneOf ?? [schema]).find((s) => typesOf(s).includes('array'))?.items
-      return keys
-        .map(Number)
-        .sort((a, b) => a - b)
-        .map((k) => listsAsDeclared(value[String(k)], items))
-    }
+export function shapeInput(value: unknown, schema: SchemaShape | undefined): unknown {
+  const declared = schema && typeof schema === 'object' ? schema : undefined
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) value[i] = shapeInput(value[i], declared?.items)
     return value
   }
-  if (Array.isArray(value) && schema.items) return value.map((item) => listsAsDeclared(item, schema.items))
-  if (isPlainObject(value)) {
-    const objectSchema = schema.anyOf || schema.oneOf ? (schema.anyOf ?? schema.oneOf)!.filter((s) => typesOf(s).includes('object')) : [schema]
-    if (objectSchema.length !== 1) return value
-    const { properties, patternProperties, additionalProperties } = objectSchema[0]
-    const rest = patternProperties ? Object.values(patternProperties)[0] : typeof additionalProperties === 'object' ? additionalProperties : undefined
-    for (const key of Object.keys(value)) {
-      const inner = properties?.[key] ?? rest
-      if (inner) value[key] = listsAsDeclared(value[key], inner)
-    }
+  if (!isPlainObject(value)) return value
+  const keys = Object.keys(value)
+  const types = declared ? typesOf(declared) : []
+  if (keys.length && types.includes('array') && !types.includes('object') && !types.includes('any') && keys.every((k) => isMarked(k) || /^(0|[1-9]\d{0,8})$/.test(k))) {
+    if (keys.some((k) => k.charCodeAt(0) === 0xe001)) throw new MamError('payload_too_large', 'Too many parameters')
+    const items = (declared!.anyOf ?? declared!.oneOf ?? [declared!]).find((s) => typesOf(s).includes('array'))?.items
+    return keys
+      .map((k) => ({ index: Number(isMarked(k) ? k.slice(1) : k), item: value[k] }))
+      .sort((a, b) => a.index - b.index)
+      .map(({ item }) => shapeInput(item, items))
+  }
+  const objects = declared ? (declared.anyOf ?? declared.oneOf ?? [declared]).filter((s) => typesOf(s).includes('object')) : []
+  const only = objects.length === 1 ? objects[0] : undefined
+  const rest = only?.patternProperties ? Object.values(only.patternProperties)[0] : typeof only?.additionalProperties === 'object' ? only.additionalProperties : undefined
+  for (const key of keys) {
+    const name = isMarked(key) ? key.slice(1) : key
+    const inner = shapeInput(value[key], only?.properties?.[name] ?? rest)
+    if (name !== key) delete value[key]
+    value[name] = inner
   }
   return value
 }
@@ -127,12 +119,12 @@ export function mergeInput(
 ): Record<string, unknown> {
   const merged: Record<string, unknown> = { ...query }
   if (body !== undefined && body !== null) {
-    // a form body was parsed by the body reader with these options: its keys carry the marks
-    if (typeof body === 'object' && !Array.isArray(body)) Object.assign(merged, unmark(body))
+    if (typeof body === 'object' && !Array.isArray(body)) Object.assign(merged, body)
     else if (bodyKey) merged[bodyKey] = body
     else throw new MamError('bad_request', 'The request body must be a JSON object')
   }
   for (const key of RESERVED_PARAMS) if (!declared?.properties?.[key]) delete merged[key]
   for (const key of Object.keys(pathParams)) delete merged[key]
-  return listsAsDeclared(merged, declared as SchemaShape | undefined) as Record<string, unknown>
+  // query and form bodies were parsed with qsOptions: their keys carry index marks until here
+  return shapeInput(merged, declared as SchemaShape | undefined) as Record<string, unknown>
 }
