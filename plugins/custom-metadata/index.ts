@@ -23,7 +23,7 @@ export const customMetadataPlugin = definePlugin({
   migrations,
   capabilities: { 'metadata.manage': 'Create, change and delete custom metadata sets, fields and select options' },
   register(api) {
-    api.provide(customMetadataServices.service, (r) => new CustomMetadataService(r(coreServices.knex)))
+    api.provide(customMetadataServices.service, (r) => new CustomMetadataService(r(coreServices.knex), r(coreServices.db).dialect))
     api.provide(customMetadataServices.values, (r) => r(customMetadataServices.service))
     api.provide(customMetadataServices.admin, (r) => new MetadataAdmin(r(coreServices.knex), r(customMetadataServices.service)))
     registerRoutes(api)

@@ -37,7 +37,8 @@ export function projectCreateHook(service: CustomMetadataService): ProjectCreate
         for (const f of parts) {
           const change = changes.find((c) => c.field.id === f.id)
           if (!change) continue
-          // a name part must be known now: take it in its own transaction (a creation that fails later leaves a gap)
+          // a name part must be known now (it names the folder): taken in its own transaction, so a creation
+          // that fails later leaves a gap, as a rolled-back nextval does (README: why not in the creation's)
           if (change.take) {
             change.stored = await knex.transaction((trx) => service.take(trx, f))
             change.take = false

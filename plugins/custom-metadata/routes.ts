@@ -25,12 +25,11 @@ export const BULK_INLINE_MAX = 1000
 const OPTIONS_KEY = 'selectfieldoption::activerecord_relation' // wire.md
 
 /**
- * The values hash as sent. qs reads a form keyed by field ids (`custom_metadata[5]=x`) as a list,
- * losing the ids, so a list is refused with a message saying how to send it.
+ * The values hash as sent: JSON, or a form keyed by field ids or names (`custom_metadata[5]=x`; the
+ * parameter parser keeps numbers in brackets as keys). A JSON list is refused with a message.
  */
 export function valuesOf(raw: unknown, param = 'custom_metadata'): Record<string, unknown> {
-  if (Array.isArray(raw))
-    throw invalidParam(param, 'must be a hash keyed by field id or name; a form keyed by ids only (custom_metadata[5]=x) reads as a list: send JSON, or key by field name')
+  if (Array.isArray(raw)) throw invalidParam(param, 'must be a hash keyed by field id or name, not a list')
   return (raw ?? {}) as Record<string, unknown>
 }
 

@@ -2,7 +2,7 @@ import { Type } from 'typebox'
 import { IdParam, Nullable } from '../../core/index.js'
 const Name = Type.String({ maxLength: 1000 })
 const Position = Type.Integer({ minimum: -1_000_000, maximum: 1_000_000 })
-/** the values hash: keys are field ids or names; a form keyed by ids arrives as a list (see `valuesOf`) */
+/** the values hash: keys are field ids or names; a JSON list is refused by `valuesOf` with its own message */
 export const ValuesHash = Type.Union([Type.Record(Type.String({ maxLength: 255 }), Type.Unknown()), Type.Array(Type.Unknown())])
 
 const SetFields = Type.Object(

@@ -1,6 +1,6 @@
 import { normalize, present, renderTemplate, templateRegExp, ValueError, type FieldRow, type FieldType, type Lookups, type OptionRow, type OwnerType, type Stored } from './types.js'
 
-import { MamError, column, conflict, invalid, isUniqueViolation, iso, notFound, type EntityManager, type Knex, type ParamError, type Principal } from '../../core/index.js'
+import { MamError, column, conflict, invalid, isUniqueViolation, iso, notFound, type Dialect, type EntityManager, type Knex, type ParamError, type Principal } from '../../core/index.js'
 export interface MetadataOwner {
   type: OwnerType
   id: number
@@ -144,7 +144,10 @@ const FIELD_COLUMNS = ['f.*', 's.applies_to', 's.scope_project_id', 's.scope_ass
  * distinct values and a rolled-back write gives its number back (no gaps).
  */
 export class CustomMetadataService implements MetadataValues {
-  constructor(private readonly knex: Knex) {}
+  constructor(
+    private readonly knex: Knex,
+    private readonly dialect: Dialect,
+  ) {}
 
   // ---- reads ----------------------------------------------------------------------------------
 
@@ -424,47 +427,50 @@ export class CustomMetadataService implements MetadataValues {
   }
 
   /**
-   * The same changes on many assets (bulk_update_custom_metadata), in `trx`: per field and chunk of
-   * assets one read, one update or delete and one multi-row insert, with a history row per change.
+   * The same changes on many assets (bulk_update_custom_metadata), in `trx`, set-based: per field one
+   * statement writes the history rows of the assets whose value changes (old value read in the same
+   * statement) and one writes the values (an upsert that leaves equal values alone, or a delete). The
+   * ids travel as one parameter (PostgreSQL array, SQLite JSON list), so 10,000 assets are four
+   * statements per field, and the search index refreshes once per statement (PostgreSQL).
    */
   async bulkApply(trx: Knex, userId: number | null, assetIds: number[], changes: Change[]): Promise<number> {
+    if (!assetIds.length) return 0
     const now = new Date()
+    const pg = this.dialect === 'postgresql'
+    // the asset ids as a one-column table `ids(id)`
+    const ids = pg ? trx.raw('(SELECT unnest(?::integer[]) AS id) ids', [assetIds]) : trx.raw('(SELECT value AS id FROM json_each(?)) ids', [JSON.stringify(assetIds)])
+    const affected = (result: any): number => Number(result?.rowCount ?? result?.changes ?? 0)
     let changed = 0
-    for (let i = 0; i < assetIds.length; i += CHUNK) {
-      const chunk = assetIds.slice(i, i + CHUNK)
-      for (const { field, stored } of changes) {
-        const existing = new Map<number, { value: string; text: string }>(
-          (await trx('custom_metadata_values').where({ custom_metadata_field_id: field.id, owner_type: 'asset' }).whereIn('owner_id', chunk).select('owner_id', 'value', 'text_value')).map((r: any) => [
-            Number(r.owner_id),
-            { value: r.value, text: r.text_value },
-          ]),
+    for (const { field, stored } of changes) {
+      const history = `INSERT INTO custom_metadata_history (owner_type, owner_id, project_id, asset_id, custom_metadata_field_id, field_name, old_value, new_value, user_id, created_at)`
+      if (stored === null) {
+        changed += affected(
+          await trx.raw(
+            `${history} SELECT 'asset', v.owner_id, NULL, v.owner_id, v.custom_metadata_field_id, ?, v.text_value, NULL, ?, ? FROM custom_metadata_values v
+             WHERE v.custom_metadata_field_id = ? AND v.owner_type = 'asset' AND v.owner_id IN (SELECT id FROM ?)`,
+            [field.name, userId, now, field.id, ids],
+          ),
         )
-        const history: Array<{ id: number; old: string | null; now: string | null }> = []
-        if (stored === null) {
-          if (!existing.size) continue
-          await trx('custom_metadata_values').where({ custom_metadata_field_id: field.id, owner_type: 'asset' }).whereIn('owner_id', [...existing.keys()]).delete()
-          for (const [id, old] of existing) history.push({ id, old: old.text, now: null })
-        } else {
-          const differing = [...existing].filter(([, old]) => old.value !== stored.value).map(([id]) => id)
-          if (differing.length)
-            await trx('custom_metadata_values')
-              .where({ custom_metadata_field_id: field.id, owner_type: 'asset' })
-              .whereIn('owner_id', differing)
-              .update({ value: stored.value, text_value: stored.text, updated_by_id: userId, updated_at: now })
-          const missing = chunk.filter((id) => !existing.has(id))
-          if (missing.length)
-            await trx('custom_metadata_values').insert(
-              missing.map((id) => ({ custom_metadata_field_id: field.id, ...ownerColumns({ type: 'asset', id }), value: stored.value, text_value: stored.text, unique_key: null, updated_by_id: userId, created_at: now, updated_at: now })),
-            )
-          for (const id of differing) history.push({ id, old: existing.get(id)!.text, now: stored.text })
-          for (const id of missing) history.push({ id, old: null, now: stored.text })
-        }
-        changed += history.length
-        if (history.length)
-          await trx('custom_metadata_history').insert(
-            history.map((h) => ({ ...ownerColumns({ type: 'asset', id: h.id }), custom_metadata_field_id: field.id, field_name: field.name, old_value: h.old, new_value: h.now, user_id: userId, created_at: now })),
-          )
+        await trx.raw(`DELETE FROM custom_metadata_values WHERE custom_metadata_field_id = ? AND owner_type = 'asset' AND owner_id IN (SELECT id FROM ?)`, [field.id, ids])
+        continue
       }
+      changed += affected(
+        await trx.raw(
+          `${history} SELECT 'asset', ids.id, NULL, ids.id, ?, ?, v.text_value, ?, ?, ? FROM ?
+           LEFT JOIN custom_metadata_values v ON v.custom_metadata_field_id = ? AND v.owner_type = 'asset' AND v.owner_id = ids.id
+           WHERE v.id IS NULL OR v.value <> ?`,
+          [field.id, field.name, stored.text, userId, now, ids, field.id, stored.value],
+        ),
+      )
+      // `WHERE true`: SQLite would read ON CONFLICT after a bare SELECT … FROM as a join's ON
+      await trx.raw(
+        `INSERT INTO custom_metadata_values (custom_metadata_field_id, owner_type, owner_id, project_id, asset_id, value, text_value, unique_key, updated_by_id, created_at, updated_at)
+         SELECT ?, 'asset', ids.id, NULL, ids.id, ?, ?, NULL, ?, ?, ? FROM ? WHERE true
+         ON CONFLICT (custom_metadata_field_id, owner_type, owner_id) DO UPDATE
+           SET value = excluded.value, text_value = excluded.text_value, updated_by_id = excluded.updated_by_id, updated_at = excluded.updated_at
+           WHERE custom_metadata_values.value <> excluded.value`,
+        [field.id, stored.value, stored.text, userId, now, now, ids],
+      )
     }
     return changed
   }

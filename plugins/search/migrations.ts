@@ -11,10 +11,20 @@ import { type Knex, type Migration } from '../../core/index.js'
 // ---- PostgreSQL -------------------------------------------------------------------------------
 
 /**
+ * PL/pgSQL caches a generic plan of each statement per connection after five calls, made with the
+ * table sizes of that moment. A pool connection that wrote the first assets of an empty database kept
+ * sequential scans of `search_documents` and `assets` for the life of the connection (nothing
+ * invalidates the plan without an ANALYZE), so each insert scanned the index table and inserts fell
+ * from ~400/s to ~50/s by 20,000 assets (bench/README.md). The document functions plan each call anew
+ * (a plan costs tens of microseconds; `CREATE OR REPLACE` drops the setting, so it is in the text).
+ */
+const CUSTOM_PLANS = 'SET plan_cache_mode = force_custom_plan'
+
+/**
  * The function that writes assets' documents. `spoken`: with the texts other plugins give an asset
  * (`search_texts`: transcript sentences), weight `D`. Migration 0001 made it without them, 0002 with.
  */
-const pgAssetsFunction = (spoken: boolean) => `CREATE OR REPLACE FUNCTION mamkit_search_assets(ids integer[]) RETURNS void LANGUAGE plpgsql AS $$
+const pgAssetsFunction = (spoken: boolean) => `CREATE OR REPLACE FUNCTION mamkit_search_assets(ids integer[]) RETURNS void LANGUAGE plpgsql ${CUSTOM_PLANS} AS $$
    BEGIN
      DELETE FROM search_documents WHERE kind = 'asset' AND object_id = ANY(ids);
      INSERT INTO search_documents (kind, object_id, project_id, asset_type, folder, created_at, tsv)
@@ -44,7 +54,7 @@ const PG = [
   `CREATE INDEX search_documents_project ON search_documents (project_id, kind, object_id)`,
   `CREATE FUNCTION mamkit_words(t text) RETURNS text IMMUTABLE LANGUAGE sql AS $$ SELECT regexp_replace(lower(coalesce(t, '')), '[^[:alnum:]]+', ' ', 'g') $$`,
   pgAssetsFunction(false),
-  `CREATE FUNCTION mamkit_search_projects(ids integer[]) RETURNS void LANGUAGE plpgsql AS $$
+  `CREATE FUNCTION mamkit_search_projects(ids integer[]) RETURNS void LANGUAGE plpgsql ${CUSTOM_PLANS} AS $$
    BEGIN
      DELETE FROM search_documents WHERE kind = 'project' AND object_id = ANY(ids);
      INSERT INTO search_documents (kind, object_id, project_id, asset_type, folder, created_at, tsv)
@@ -92,6 +102,29 @@ const PG = [
   `CREATE TRIGGER search_values_insert AFTER INSERT ON custom_metadata_values REFERENCING NEW TABLE AS changed_values FOR EACH STATEMENT EXECUTE FUNCTION mamkit_search_values()`,
   `CREATE TRIGGER search_values_update AFTER UPDATE ON custom_metadata_values REFERENCING NEW TABLE AS changed_values FOR EACH STATEMENT EXECUTE FUNCTION mamkit_search_values()`,
   `CREATE TRIGGER search_values_delete AFTER DELETE ON custom_metadata_values REFERENCING OLD TABLE AS changed_values FOR EACH STATEMENT EXECUTE FUNCTION mamkit_search_values()`,
+]
+
+/**
+ * 0003: the functions plan each call anew (CUSTOM_PLANS), and inserts and deletes of assets refresh
+ * their documents once per statement over the rows they touched (an ingest of 250 rows: one call
+ * with 250 ids, not 250 calls). Updates stay per row: their WHEN clause skips the updates that do not
+ * change a document's words (states, proxies), which a statement trigger cannot do.
+ */
+const PG_STATEMENT_TRIGGERS = [
+  `ALTER FUNCTION mamkit_search_assets(integer[]) ${CUSTOM_PLANS}`,
+  `ALTER FUNCTION mamkit_search_projects(integer[]) ${CUSTOM_PLANS}`,
+  `CREATE FUNCTION mamkit_search_assets_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     PERFORM mamkit_search_assets(ARRAY(SELECT id FROM inserted_assets)); RETURN NULL;
+   END $$`,
+  `CREATE FUNCTION mamkit_search_assets_deleted() RETURNS trigger LANGUAGE plpgsql ${CUSTOM_PLANS} AS $$
+   BEGIN
+     DELETE FROM search_documents WHERE kind = 'asset' AND object_id IN (SELECT id FROM deleted_assets); RETURN NULL;
+   END $$`,
+  `DROP TRIGGER search_assets_insert ON assets`,
+  `DROP TRIGGER search_assets_delete ON assets`,
+  `CREATE TRIGGER search_assets_insert AFTER INSERT ON assets REFERENCING NEW TABLE AS inserted_assets FOR EACH STATEMENT EXECUTE FUNCTION mamkit_search_assets_inserted()`,
+  `CREATE TRIGGER search_assets_delete AFTER DELETE ON assets REFERENCING OLD TABLE AS deleted_assets FOR EACH STATEMENT EXECUTE FUNCTION mamkit_search_assets_deleted()`,
 ]
 
 // ---- SQLite -----------------------------------------------------------------------------------
@@ -238,6 +271,12 @@ export const migrations: Migration[] = [
         await knex('search_documents').delete()
         await reindex(knex, dialect)
       }
+    },
+  },
+  {
+    name: '0003-search-statement-triggers',
+    async up(knex, dialect) {
+      if (dialect === 'postgresql') for (const statement of PG_STATEMENT_TRIGGERS) await knex.raw(statement)
     },
   },
 ]

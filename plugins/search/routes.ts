@@ -1,5 +1,6 @@
 import { Type } from 'typebox'
 import { searchServices } from './refs.js'
+import type { SearchKey } from './service.js'
 
 import { IdParam, OneOf, invalidParam, type RegisterApi } from '../../core/index.js'
 export const SearchInput = Type.Object(
@@ -18,14 +19,20 @@ export const SearchInput = Type.Object(
   { additionalProperties: false },
 )
 
-/** the `after` cursor: the last asset and project ids of the page before */
+/**
+ * The `after` cursor: where each list stopped, `[rank, id]` of its last row (`a` assets, `p`
+ * projects); a list that ended has no entry. The rank is the exact number the database gave.
+ */
 const cursor = {
-  encode: (next: { a?: number; p?: number }) => Buffer.from(JSON.stringify(next)).toString('base64url'),
-  decode(text: string): { a?: number; p?: number } | undefined {
+  encode: (next: { a?: SearchKey; p?: SearchKey }) => Buffer.from(JSON.stringify({ a: next.a && [next.a.rank, next.a.id], p: next.p && [next.p.rank, next.p.id] })).toString('base64url'),
+  decode(text: string): { a?: SearchKey; p?: SearchKey } | undefined {
     try {
       const v = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'))
-      const ok = (n: unknown) => n === undefined || (Number.isInteger(n) && (n as number) > 0)
-      return v && typeof v === 'object' && ok(v.a) && ok(v.p) ? v : undefined
+      if (!v || typeof v !== 'object' || Array.isArray(v)) return undefined
+      const key = (k: unknown): SearchKey | undefined | false =>
+        k === undefined ? undefined : Array.isArray(k) && k.length === 2 && Number.isFinite(k[0]) && Number.isSafeInteger(k[1]) && k[1] > 0 ? { rank: k[0], id: k[1] } : false
+      const [a, p] = [key(v.a), key(v.p)]
+      return a === false || p === false || (!a && !p) ? undefined : { a, p }
     } catch {
       return undefined
     }
@@ -39,11 +46,11 @@ export function registerSearchRoutes(api: RegisterApi) {
     {
       access: 'authenticated',
       input: SearchInput,
-      summary: 'assets and projects by words (prefixes), "phrases", -exclusions and field:value; filters project_id, type, folder, status_flag, created_after/before; keyset paging (after, X-Next-After)',
+      summary: 'assets and projects by words (prefixes), "phrases", -exclusions and field:value; filters project_id, type, folder, status_flag, created_after/before; by relevance, newest first among equal ranks; keyset paging (after, X-Next-After)',
     },
     async (ctx) => {
       const { term, per_page = 50, page, after, ...filters } = ctx.input
-      let keys: { a?: number; p?: number } | undefined
+      let keys: { a?: SearchKey; p?: SearchKey } | undefined
       if (after !== undefined && !(keys = cursor.decode(after))) throw invalidParam('after', 'is not a cursor this search gave out (X-Next-After)')
       if (after !== undefined && page !== undefined) throw invalidParam('page', 'goes with offsets; after continues from a cursor (one or the other)')
       const result = await search().search(ctx.user, {
@@ -52,8 +59,8 @@ export function registerSearchRoutes(api: RegisterApi) {
         per_page,
         page,
         // a cursor that names one list only: the other list has ended
-        afterAsset: keys ? (keys.a ?? 0) || -1 : undefined,
-        afterProject: keys ? (keys.p ?? 0) || -1 : undefined,
+        afterAsset: keys ? (keys.a ?? 'ended') : undefined,
+        afterProject: keys ? (keys.p ?? 'ended') : undefined,
       })
       if (result.next) ctx.set('X-Next-After', cursor.encode(result.next))
       return { assets: result.assets, projects: result.projects }

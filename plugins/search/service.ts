@@ -16,9 +16,19 @@ export interface SearchOptions extends SearchFilters {
   term: string
   per_page: number
   page?: number
-  /** keyset cursors: results below these ids (deep pages) */
-  afterAsset?: number
-  afterProject?: number
+  /** keyset cursors: results after these keys (deep pages); `'ended'`: that list has no more rows */
+  afterAsset?: SearchKey | 'ended'
+  afterProject?: SearchKey | 'ended'
+}
+
+/**
+ * Where a list stopped, as it is ordered: by rank (descending), then by id (descending, newest first
+ * among equal ranks). The rank is the database's own value (PostgreSQL `real`, SQLite `double`),
+ * carried unrounded so the next page starts exactly after the last row.
+ */
+export interface SearchKey {
+  rank: number
+  id: number
 }
 
 export interface Match {
@@ -43,8 +53,8 @@ export interface AssetText {
 export interface SearchResult {
   assets: Array<Record<string, unknown>>
   projects: Array<Record<string, unknown>>
-  /** the cursor of the next page, when one of the lists was full */
-  next: { a?: number; p?: number } | null
+  /** the cursor of the next page, when one of the lists was full (a list that ended has no key) */
+  next: { a?: SearchKey; p?: SearchKey } | null
 }
 
 /** a field filter resolved: a custom field (by name) or a whitelisted property, with the words the index holds for it */
@@ -94,19 +104,19 @@ export class SearchService {
     // asset-only filters leave projects out
     const assetOnly = options.type !== undefined || options.folder !== undefined || filters.some((f) => f.kind === 'property')
     const offset = ((options.page ?? 1) - 1) * options.per_page
-    const list = (kind: 'asset' | 'project', below?: number) =>
-      this.ids(kind, principal, term, filters, { ...options, after, before }, below, offset)
+    const list = (kind: 'asset' | 'project', key: SearchKey | 'ended' | undefined) =>
+      key === 'ended' ? Promise.resolve([]) : this.ids(kind, principal, term, filters, { ...options, after, before }, key, offset)
     const [assetRows, projectRows] = await Promise.all([list('asset', options.afterAsset), assetOnly ? Promise.resolve([]) : list('project', options.afterProject)])
     const assets = await this.describeAssets(assetRows.map((r) => r.id), term, filters)
     const projects = await this.describeProjects(projectRows.map((r) => r.id), term, filters)
     const full = assetRows.length === options.per_page || projectRows.length === options.per_page
     return {
-      assets: assetRows.map((r): Record<string, unknown> => ({ ...assets.get(r.id), rank: r.rank })).filter((a) => a.id !== undefined),
-      projects: projectRows.map((r): Record<string, unknown> => ({ ...projects.get(r.id), rank: r.rank })).filter((p) => p.id !== undefined),
+      assets: assetRows.map((r): Record<string, unknown> => ({ ...assets.get(r.id), rank: shownRank(r.rank) })).filter((a) => a.id !== undefined),
+      projects: projectRows.map((r): Record<string, unknown> => ({ ...projects.get(r.id), rank: shownRank(r.rank) })).filter((p) => p.id !== undefined),
       next: full
         ? {
-            a: assetRows.length === options.per_page ? assetRows[assetRows.length - 1].id : undefined,
-            p: projectRows.length === options.per_page ? projectRows[projectRows.length - 1].id : undefined,
+            a: assetRows.length === options.per_page ? assetRows[assetRows.length - 1] : undefined,
+            p: projectRows.length === options.per_page ? projectRows[projectRows.length - 1] : undefined,
           }
         : null,
     }
@@ -132,15 +142,22 @@ export class SearchService {
     return out
   }
 
+  /**
+   * One list's page: the matching documents the user may read, by relevance. PostgreSQL ranks with
+   * `ts_rank_cd` (cover density) over the weighted tsvector (A name and path 1.0, B custom values 0.4,
+   * C properties or description 0.2, D spoken 0.1); SQLite with FTS5's `bm25` and column weights in the
+   * same order (10, 5, 1, 0.5; negated, so higher is better on both). Equal ranks go newest first (id
+   * descending), so the order is total and a keyset (rank, id) continues it exactly.
+   */
   private async ids(
     kind: 'asset' | 'project',
     principal: Principal,
     term: ParsedTerm,
     filters: FieldFilter[],
     o: SearchFilters & { after?: Date; before?: Date; per_page: number },
-    below: number | undefined,
+    key: SearchKey | undefined,
     offset: number,
-  ): Promise<Array<{ id: number; rank: number }>> {
+  ): Promise<SearchKey[]> {
     const k = this.knex
     const pg = this.dialect === 'postgresql'
     // field:value is a phrase in the field's part of the document ("client acme…"), so the index answers it too
@@ -149,11 +166,12 @@ export class SearchService {
     const positive = [free, ...fieldParts].filter(Boolean).join(pg ? ' & ' : ' AND ') || null
     const negative = pg ? tsqueryAny(term.excluded) : ftsAny(term.excluded)
     let q = k('search_documents as d').join('projects as p', 'p.id', 'd.project_id').where('d.kind', kind).where('p.deleted', false)
-    let rank: Knex.Raw = k.raw('0')
+    // PostgreSQL: a real (float4); the keyset compares it as one (`?::real`), since a float4 read into JS and sent back as a double would not equal itself
+    let rank: Knex.Raw = k.raw(pg ? '0::real' : '0.0')
     if (positive) {
       if (pg) {
         q = q.whereRaw(`d.tsv @@ to_tsquery('simple', ?)`, [positive])
-        rank = k.raw(`ts_rank(d.tsv, to_tsquery('simple', ?))`, [positive])
+        rank = k.raw(`ts_rank_cd('{0.1, 0.2, 0.4, 1.0}', d.tsv, to_tsquery('simple', ?))`, [positive])
       } else {
         q = q.join('search_fts as f', 'f.rowid', 'd.id').whereRaw('search_fts MATCH ?', [positive])
         rank = k.raw('-bm25(search_fts, 10.0, 5.0, 1.0, 0.5)')
@@ -174,10 +192,14 @@ export class SearchService {
     if (o.before) q = q.where('d.created_at', '<', o.before)
     // the access filter is part of the statement: the limit counts only readable rows
     q = this.rights.scope(q, principal, 'project', 'd.project_id')
-    if (below !== undefined) q = q.where('d.object_id', '<', below)
-    else if (offset) q = q.offset(offset)
-    const rows = await q.orderBy('d.object_id', 'desc').limit(o.per_page).select('d.object_id', k.raw('? as rank', [rank]) as any)
-    return rows.map((r: any) => ({ id: Number(r.object_id), rank: Math.round(Number(r.rank) * 1000) / 1000 }))
+    // ranked inside, ordered and cut outside: the keyset compares the rank the inner query computed
+    let page = k.queryBuilder().from(q.select('d.object_id as id', k.raw('? as rank', [rank]) as any).as('m'))
+    if (key !== undefined) {
+      const at = pg ? '?::real' : '?'
+      page = page.whereRaw(`(m.rank < ${at} OR (m.rank = ${at} AND m.id < ?))`, [key.rank, key.rank, key.id])
+    } else if (offset) page = page.offset(offset)
+    const rows = await page.orderBy([{ column: 'm.rank', order: 'desc' }, { column: 'm.id', order: 'desc' }]).limit(o.per_page).select('m.id', 'm.rank')
+    return rows.map((r: any) => ({ id: Number(r.id), rank: Number(r.rank) }))
   }
 
   private async valuesOf(kind: 'asset' | 'project', ids: number[]): Promise<Map<number, Array<{ field: string; text: string }>>> {
@@ -289,6 +311,12 @@ export function matches(sources: Array<{ field: string; text: string }>, term: P
   }
   return out
 }
+
+/**
+ * The rank as answers show it: four significant digits (SQLite's bm25 of a word in most documents is
+ * around 1e-6, which fixed decimals would show as 0); the cursor keeps the exact value.
+ */
+const shownRank = (rank: number) => Number(rank.toPrecision(4))
 
 /** `HH:MM:SS.mmm` of a time in milliseconds */
 function timecodeOf(ms: number): string {

@@ -176,7 +176,13 @@ onEachDatabase(t, 'values: every type validated (422 naming the field), all or n
   ]
   for (const [values, params] of bad) assertProblem(t, await s.request('PUT', url, { token: s.user.token, json: { custom_metadata: values } }), 422, params)
   t.same(await s.runtime.db.knex('custom_metadata_values').orderBy('id').select('value'), before, 'nothing changed')
-  assertProblem(t, await s.request('PUT', url, { token: s.user.token, form: { [`custom_metadata[${f.title.id}]`]: 'x' } }), 422, ['custom_metadata'])
+  const byId = await s.request('PUT', url, { token: s.user.token, form: { [`custom_metadata[${f.title.id}]`]: 'By id' } })
+  t.equal(byId.status, 200, byId.text)
+  t.ok(byId.body.array.some((d: any) => d.custom_metadata_field.name === 'title' && d.value === 'By id'), 'a form keyed by field ids keeps the ids (custom_metadata[5]=x)')
+  const byQuery = await s.request('PUT', `${url}?custom_metadata[${f.title.id}]=Query`, { token: s.user.token })
+  t.equal(byQuery.status, 200, byQuery.text)
+  assertProblem(t, await s.request('PUT', url, { token: s.user.token, form: { [`custom_metadata[99999]`]: 'x' } }), 422, ['custom_metadata[99999]'])
+  assertProblem(t, await s.request('PUT', url, { token: s.user.token, json: { custom_metadata: ['x'] } }), 422, ['custom_metadata'])
   const form = await s.request('PUT', url, { token: s.user.token, form: { 'custom_metadata[title]': 'Form' } })
   t.equal(form.status, 200, 'forms keyed by name work')
 
@@ -184,7 +190,13 @@ onEachDatabase(t, 'values: every type validated (422 naming the field), all or n
   const cleared = await s.request('PUT', url, { token: s.user.token, json: { custom_metadata: { title: null, [f.notes.id]: null } } })
   t.notOk(cleared.body.array.some((d: any) => ['title', 'notes'].includes(d.custom_metadata_field.name)))
   const hist = await s.runtime.db.knex('custom_metadata_history').where({ owner_type: 'project', owner_id: p.id, field_name: 'title' }).orderBy('id').select('old_value', 'new_value')
-  t.same(hist, [{ old_value: null, new_value: 'Hello' }, { old_value: 'Hello', new_value: 'Form' }, { old_value: 'Form', new_value: null }])
+  t.same(hist, [
+    { old_value: null, new_value: 'Hello' },
+    { old_value: 'Hello', new_value: 'By id' },
+    { old_value: 'By id', new_value: 'Query' },
+    { old_value: 'Query', new_value: 'Form' },
+    { old_value: 'Form', new_value: null },
+  ])
 
   // access: read for reading, write for writing, 404 for strangers, 423 when frozen
   t.equal((await s.request('GET', `/projects/${p.id}/custom_metadata`, { token: reader.token })).status, 200)
@@ -298,6 +310,21 @@ onEachDatabase(t, 'bulk update: all or nothing, access, a job above 1,000 assets
   t.equal(Number((await s.runtime.db.knex('custom_metadata_values').where({ text_value: 'B' }).count({ n: '*' }))[0].n), 0, 'nothing written')
   const cleared = await s.request('POST', '/assets/bulk_update_custom_metadata', { token: s.user.token, json: { asset_ids: small.slice(0, 5), custom_metadata: { [count.id]: null } } })
   t.match(cleared.body.hash, { count: 5, changed: 5 })
+  // the same again changes nothing and records nothing; a form keyed by ids, with an asset_ids[] list
+  const historyOf = () => s.runtime.db.knex('custom_metadata_history').whereIn('owner_id', small).where({ owner_type: 'asset' }).orderBy('id').select('owner_id', 'field_name', 'old_value', 'new_value')
+  const before = await historyOf()
+  t.match((await s.request('POST', '/assets/bulk_update_custom_metadata', { token: s.user.token, json: { asset_ids: small, custom_metadata: { reel: 'A001', [count.id]: null } } })).body.hash, { count: 10, changed: 5 })
+  const rows = (list: any[]) => list.map((h) => [Number(h.owner_id), h.field_name, h.old_value, h.new_value].join(' ')).sort()
+  t.same(rows((await historyOf()).slice(before.length)), rows(small.slice(5).map((id) => ({ owner_id: id, field_name: 'count', old_value: '3', new_value: null }))), 'history only for what changed')
+  const viaForm = await s.request('POST', '/assets/bulk_update_custom_metadata', { token: s.user.token, form: { 'asset_ids[]': small.slice(0, 3).map(String), [`custom_metadata[${reel.id}]`]: 'F9', [`custom_metadata[${count.id}]`]: '7' } })
+  t.equal(viaForm.status, 200, viaForm.text)
+  t.match(viaForm.body.hash, { count: 3, changed: 6 })
+  t.same(
+    rows((await historyOf()).slice(-6)),
+    rows([...small.slice(0, 3).map((id) => ({ owner_id: id, field_name: 'reel', old_value: 'A001', new_value: 'F9' })), ...small.slice(0, 3).map((id) => ({ owner_id: id, field_name: 'count', old_value: null, new_value: '7' }))]),
+  )
+  const indexed = await s.request('POST', '/assets/bulk_update_custom_metadata', { token: s.user.token, form: { 'asset_ids[0]': String(small[3]), 'asset_ids[1]': String(small[4]), 'custom_metadata[reel]': 'F9' } })
+  t.match(indexed.body.hash, { count: 2, changed: 2 }, 'a list the route declares may come with indices (asset_ids[0]=…)')
   const job = await s.request('POST', '/assets/bulk_update_custom_metadata', { token: s.user.token, json: { asset_ids: ids, custom_metadata: { reel: 'C' } } })
   t.equal(job.status, 202, job.text)
   const done = await waitForJob(s, s.user.token, job.body.job.id, { timeoutMs: 60_000 })

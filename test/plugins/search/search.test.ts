@@ -16,6 +16,43 @@ async function asset(s: TestServer, projectId: number, path: string, metadata: R
 
 const names = (r: { body: any }, key = 'assets') => (r.body[key] ?? []).map((x: any) => x.name).sort()
 
+onEachDatabase(t, 'search: results by relevance (name over custom value over property over description), ties newest first, keyset over equal ranks', async (t, s) => {
+  const set = await makeSet(s, { name: 'Production', applies_to: 'both' })
+  await makeField(s, { name: 'client', type: 'text', custom_metadata_set_id: set.id })
+  const project = await createProject(s, s.user, { name: 'Ranking' })
+  // made in the opposite order of their relevance, so newest-first alone would get it backwards
+  const inProperty = await asset(s, project.id, 'a/one.mov', { reel_name: 'zephyr' })
+  const inValue = await asset(s, project.id, 'a/two.mov')
+  t.equal((await s.request('PUT', `/assets/${inValue}/update_metadata`, { token: s.user.token, json: { custom_metadata: { client: 'Zephyr Films' } } })).status, 200)
+  const inName = await asset(s, project.id, 'a/zephyr.mov')
+  const find = (query: Record<string, string>) => s.request('GET', '/search', { token: s.user.token, query })
+  const ranked = await find({ term: 'zephyr' })
+  t.equal(ranked.status, 200, ranked.text)
+  t.same(
+    ranked.body.assets.map((a: any) => a.id),
+    [inName, inValue, inProperty],
+    'name, then custom value, then technical property',
+  )
+  t.ok(ranked.body.assets[0].rank >= ranked.body.assets[1].rank && ranked.body.assets[1].rank >= ranked.body.assets[2].rank && ranked.body.assets[2].rank > 0, 'ranks shown')
+
+  // twelve documents of the same words' counts: one rank, so the keyset runs on the id within it
+  const same: number[] = []
+  for (let i = 0; i < 12; i++) same.push(await asset(s, project.id, `b${i}/quokka.mov`))
+  const all = (await find({ term: 'quokka', per_page: '50' })).body.assets
+  t.equal(all.length, 12)
+  const walked: number[] = []
+  let after: string | undefined
+  for (let i = 0; i < 20; i++) {
+    const page = await find({ term: 'quokka', per_page: '5', ...(after ? { after } : {}) })
+    t.equal(page.status, 200, page.text)
+    walked.push(...page.body.assets.map((a: any) => a.id))
+    after = page.headers.get('x-next-after') ?? undefined
+    if (!after) break
+  }
+  t.same(walked, all.map((a: any) => a.id), 'pages of five walk the twelve once, in the one-page order')
+  t.same([...walked].sort((a, b) => a - b), same)
+})
+
 onEachDatabase(t, 'search: prefixes, phrases, exclusions, field:value, filters, access in SQL, keyset paging, an index that follows changes', async (t, s) => {
   const set = await makeSet(s, { name: 'Production', applies_to: 'both' })
   await makeField(s, { name: 'client', type: 'text', custom_metadata_set_id: set.id })
@@ -67,18 +104,23 @@ onEachDatabase(t, 'search: prefixes, phrases, exclusions, field:value, filters, 
   t.same(names(await find('alpha', stranger.token), 'projects'), [])
   assertProblem(t, await s.request('GET', '/search', { query: { term: 'x' } }), 401)
 
-  // keyset paging walks every match once
+  // keyset paging walks every match once, in the order of one long page: rank, then newest first
+  const whole = (await find('inter', s.admin.token, { per_page: '50' })).body.assets
+  t.same(whole.map((a: any) => a.id).sort(), [interview, draft, secret, newer].sort())
+  for (let i = 1; i < whole.length; i++) t.ok(whole[i - 1].rank >= whole[i].rank, 'by rank (shown to four significant digits)')
   const seen: number[] = []
   let after: string | undefined
   for (let i = 0; i < 10; i++) {
-    const page = await find('inter', s.admin.token, { per_page: '2', ...(after ? { after } : {}) })
+    const page = await find('inter', s.admin.token, { per_page: '1', ...(after ? { after } : {}) })
     seen.push(...page.body.assets.map((a: any) => a.id))
     after = page.headers.get('x-next-after') ?? undefined
     if (!after) break
   }
-  t.same(seen, [newer, secret, draft, interview], 'newest first, each once')
+  t.same(seen, whole.map((a: any) => a.id), 'each once, as one long page orders them')
   const second = await find('inter', s.admin.token, { per_page: '2', page: '2' })
-  t.same(second.body.assets.map((a: any) => a.id), [draft, interview], 'offset pages agree')
+  t.same(second.body.assets.map((a: any) => a.id), whole.slice(2).map((a: any) => a.id), 'offset pages agree')
+  const stale = Buffer.from(JSON.stringify({ a: 5 })).toString('base64url')
+  assertProblem(t, await find('inter', s.admin.token, { after: stale }), 422, ['after'])
 
   // bad input: 422, never 500
   for (const [query, params] of [
