@@ -1,14 +1,13 @@
 import { rm } from 'node:fs/promises'
 import path from 'node:path'
-import type { JobRegistrar, MamConfig, MediaTools, JobContext } from '../../core/index.js'
+import { coreServices, type JobRegistrar, type JobContext } from '../../core/index.js'
 import { AssetState, PACKAGE_TTL_MS } from './downloads.js'
 import type { Asset } from './entities.js'
 import { withOriginal } from './originals.js'
-import type { ProxyStore } from './proxy-store.js'
+import { assetServices } from './refs.js'
 import { plainSize } from './proxy-crypto.js'
 import { lowresKind } from './proxy-routes.js'
-import { buildEditingProxy } from './proxies.js'
-import { settingsOf } from './proxy-jobs.js'
+import { buildEditingProxy, type ProxySettings } from './proxies.js'
 import { HASH_WORKER } from './hash-jobs.js'
 import type { HashResult, HashTask } from './workers/hash.js'
 import { zipLayout } from './zip-stream.js'
@@ -40,21 +39,21 @@ function packageOriginal(ctx: JobContext, asset: Asset, state: AssetState): Prom
 }
 
 /** the editing proxy, built on demand (ProRes is large, so only for assets someone asks for) */
-async function ensureEditingProxy(ctx: JobContext, asset: Asset): Promise<void> {
+async function ensureEditingProxy(ctx: JobContext, asset: Asset, settings: ProxySettings): Promise<void> {
   if (asset.proxies.editing) return
-  const config = ctx.resolve<MamConfig>('config')
-  const ffmpeg = await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
+  const config = ctx.resolve(coreServices.config)
+  const ffmpeg = await ctx.resolve(coreServices.mediaTools).require('ffmpeg')
   const scratch = path.join(config.dataDir, 'tmp', `job-${ctx.id}-${ctx.attempt}.mov`)
   try {
-    await withOriginal(ctx, asset, async (original) => buildEditingProxy(ffmpeg, asset, await original.toolPath(), scratch, settingsOf(config), ctx.signal))
-    asset.proxies = { ...asset.proxies, ...(await ctx.resolve<ProxyStore>('proxyStore').store(asset, { editing: scratch })) }
+    await withOriginal(ctx, asset, async (original) => buildEditingProxy(ffmpeg, asset, await original.toolPath(), scratch, settings, ctx.signal))
+    asset.proxies = { ...asset.proxies, ...(await ctx.resolve(assetServices.proxyStore).store(asset, { editing: scratch })) }
     await ctx.em.flush()
   } finally {
     await rm(scratch, { force: true })
   }
 }
 
-export function defineDownloadJobs(jobs: JobRegistrar) {
+export function defineDownloadJobs(jobs: JobRegistrar, proxySettings: () => ProxySettings) {
   jobs.define<{ stateId: number }>('assets.package', {
     kind: 'asset',
     maxAttempts: 3,
@@ -65,9 +64,9 @@ export function defineDownloadJobs(jobs: JobRegistrar) {
       try {
         if (state.kind === 'highres') state.size = await packageOriginal(ctx, asset, state)
         else {
-          if (state.kind === 'editing_proxy') await ensureEditingProxy(ctx, asset)
+          if (state.kind === 'editing_proxy') await ensureEditingProxy(ctx, asset, proxySettings())
           const kind = state.kind === 'editing_proxy' ? 'editing' : lowresKind(asset)
-          const source = ctx.resolve<ProxyStore>('proxyStore').fileOf(asset, kind)
+          const source = ctx.resolve(assetServices.proxyStore).fileOf(asset, kind)
           if (!source) throw permanent(`asset ${asset.id} has no ${kind} proxy yet`)
           state.size = await plainSize(source)
         }
@@ -88,7 +87,7 @@ export function defineDownloadJobs(jobs: JobRegistrar) {
     concurrency: 1,
     async handler(ctx) {
       const removed = await ctx.em.nativeDelete(AssetState, { expiresAt: { $lte: new Date(Date.now() - KEEP_EXPIRED_MS) } })
-      await ctx.resolve('jobs').enqueue('assets.expire-downloads', {}, { runAt: new Date(Date.now() + CLEANUP_EVERY_MS) })
+      await ctx.resolve(coreServices.jobs).enqueue('assets.expire-downloads', {}, { runAt: new Date(Date.now() + CLEANUP_EVERY_MS) })
       return { removed }
     },
   })

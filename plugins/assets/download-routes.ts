@@ -1,7 +1,7 @@
 import { Type } from 'typebox'
-import { IdParam, IdParams, NoInput, MamError, User, type RegisterApi, type MamContext, type JobService } from '../../core/index.js'
-import type { AssetService } from './service.js'
+import { IdParam, IdParams, NoInput, MamError, User, coreServices, type RegisterApi, type RouteContext, type EntityManager, type Principal } from '../../core/index.js'
 import type { Asset } from './entities.js'
+import { assetServices } from './refs.js'
 import { AssetState, serializeState, type PackageKind } from './downloads.js'
 import { lowresKind, sendProxy } from './proxy-routes.js'
 import { sendBody } from './serve-file.js'
@@ -16,32 +16,35 @@ const stateProblem = (code: 'not_found' | 'gone' | 'conflict', detail: string, m
 const baseName = (asset: Asset) => asset.name.replace(/\.[^.]*$/, '')
 
 /** §4.6 downloads: prepare_download_* create an AssetState job (202 `assetstate`); download_* need its finished state_id. */
-export function registerDownloadRoutes({ routes }: RegisterApi) {
-  const assets = (ctx: MamContext) => ctx.resolve<AssetService>('assets')
+export function registerDownloadRoutes(api: RegisterApi) {
+  const { routes } = api
+  const assets = api.use(assetServices.service)
+  const jobs = api.use(coreServices.jobs)
 
-  const prepare = (kind: PackageKind) => async (ctx: MamContext) => {
-    const { asset } = await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
+  const prepare = (kind: PackageKind) => async (ctx: RouteContext<typeof IdParams, typeof NoInput>) => {
+    const { asset } = await assets().readable(ctx.em, ctx.user, ctx.params.id)
     // an original that leads outside its project is refused now (403); the job checks again, it may change meanwhile
     if (kind === 'highres') await withOriginal(ctx, asset, async () => {}).catch((err) => {
       if (!err.offline) throw err // an offline original fails the job with its reason
     })
     if (kind === 'lowres' && !asset.proxies[lowresKind(asset)]) throw new MamError('conflict', `Asset ${asset.id} has no low-res proxy yet (proxy_state: ${asset.proxyState})`)
     if (kind === 'editing_proxy' && asset.type !== 'video') throw new MamError('conflict', `Asset ${asset.id} is ${asset.type}; editing proxies exist for video only`)
-    const state = ctx.em.create(AssetState, { asset, user: ctx.em.getReference(User, ctx.user!.userId), kind })
+    const state = ctx.em.create(AssetState, { asset, user: ctx.em.getReference(User, ctx.user.userId), kind })
     await ctx.em.flush()
-    const job = await ctx.resolve<JobService>('jobs').enqueue('assets.package', { stateId: state.id }, { userId: ctx.user!.userId, projectId: asset.project.id, assetId: asset.id })
+    const job = await jobs().enqueue('assets.package', { stateId: state.id }, { userId: ctx.user.userId, projectId: asset.project.id, assetId: asset.id })
     state.jobId = job.id
     await ctx.em.flush()
+    // 202 like acceptedJob, but the body is the state (`assetstate`, wire.md), the job inside it
     ctx.status = 202
     return { assetstate: serializeState(state, job) }
   }
 
   /** the caller's finished, unexpired state for this asset and kind; every other case is a clear 4xx */
-  const finishedState = async (ctx: MamContext, asset: Asset, kind: PackageKind) => {
-    const state = await ctx.em.findOne(AssetState, { id: ctx.input.state_id, asset, kind }, { populate: ['user'] })
+  const finishedState = async (em: EntityManager, principal: Principal, stateId: number, asset: Asset, kind: PackageKind) => {
+    const state = await em.findOne(AssetState, { id: stateId, asset, kind }, { populate: ['user'] })
     // another user's state is reported like an unknown one: its existence is not theirs to learn
-    if (!state || (state.user.id !== ctx.user!.userId && !ctx.user!.isAdmin)) throw stateProblem('not_found', `No ${kind} download ${ctx.input.state_id} of asset ${asset.id} for you`, 'is unknown')
-    const job = state.jobId ? await ctx.resolve<JobService>('jobs').get(state.jobId) : null
+    if (!state || (state.user.id !== principal.userId && !principal.isAdmin)) throw stateProblem('not_found', `No ${kind} download ${stateId} of asset ${asset.id} for you`, 'is unknown')
+    const job = state.jobId ? await jobs().get(state.jobId) : null
     if (state.expiresAt && state.expiresAt.getTime() <= Date.now()) throw stateProblem('gone', `Download ${state.id} has expired; prepare it again`, 'has expired')
     if (job?.state === 'failed' || job?.state === 'cancelled') throw stateProblem('conflict', `Download ${state.id} ${job.state}: ${job.error ?? 'no reason given'}`, `is ${job.state}`)
     if (state.size === null) throw stateProblem('conflict', `Download ${state.id} is not ready yet (${job?.state ?? 'queued'}); poll GET /asset_status/${state.jobId}`, 'is not finished')
@@ -53,8 +56,8 @@ export function registerDownloadRoutes({ routes }: RegisterApi) {
   routes.put('/assets/:id/prepare_download_lowres', { access: 'authenticated', params: IdParams, input: NoInput, summary: 'prepare the low-res proxy as a download' }, prepare('lowres'))
 
   routes.get('/assets/:id/download_highres', { access: 'authenticated', params: IdParams, input: StateInput, summary: 'the zip of the original file (state_id from prepare_download_highres), with HTTP Range' }, async (ctx) => {
-    const { asset } = await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
-    const state = await finishedState(ctx, asset, 'highres')
+    const { asset } = await assets().readable(ctx.em, ctx.requireUser(), ctx.params.id)
+    const state = await finishedState(ctx.em, ctx.user, ctx.input.state_id, asset, 'highres')
     const outdated = () => stateProblem('conflict', `The original of asset ${asset.id} changed or went offline since download ${state.id} was prepared; prepare it again`, 'is outdated')
     // opened once and checked (a symlink planted since the prepare is a 403); the zip streams from this descriptor
     const original = await openOriginal(ctx, asset).catch((err) => {
@@ -69,14 +72,14 @@ export function registerDownloadRoutes({ routes }: RegisterApi) {
   })
 
   routes.get('/assets/:id/download_editing_proxy', { access: 'authenticated', params: IdParams, input: StateInput, summary: 'the editing proxy (state_id from prepare_download_editing_proxy), with HTTP Range' }, async (ctx) => {
-    const { asset } = await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
-    await finishedState(ctx, asset, 'editing_proxy')
+    const { asset } = await assets().readable(ctx.em, ctx.requireUser(), ctx.params.id)
+    await finishedState(ctx.em, ctx.user, ctx.input.state_id, asset, 'editing_proxy')
     await sendProxy(ctx, asset, 'editing', `${baseName(asset)}_proxy.mov`)
   })
 
   routes.get('/assets/:id/download_lowres', { access: 'authenticated', params: IdParams, input: LowresInput, summary: 'the low-res proxy (MP4 for video), with HTTP Range; state_id from prepare_download_lowres is optional' }, async (ctx) => {
-    const { asset } = await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
-    if (ctx.input.state_id !== undefined) await finishedState(ctx, asset, 'lowres')
+    const { asset } = await assets().readable(ctx.em, ctx.requireUser(), ctx.params.id)
+    if (ctx.input.state_id !== undefined) await finishedState(ctx.em, ctx.user, ctx.input.state_id, asset, 'lowres')
     const kind = lowresKind(asset)
     await sendProxy(ctx, asset, kind, ctx.input.inline ? undefined : `${baseName(asset)}_lowres.${LOWRES_EXTENSIONS[kind]}`)
   })

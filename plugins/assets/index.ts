@@ -1,5 +1,5 @@
 import { assetEvents } from './events.js'
-import { definePlugin, aliasOf, coreServices, type JobService, type Knex } from '../../core/index.js'
+import { definePlugin, coreServices } from '../../core/index.js'
 import { projectServices } from '../projects/refs.js'
 import { assetServices } from './refs.js'
 import { AssetSchema } from './entities.js'
@@ -23,6 +23,7 @@ import { assetPathMoves } from './path-moves.js'
 import { Ingest } from './ingest.js'
 import { AssetDestroyer } from './destroy.js'
 import { PreparedDownloads } from './prepared.js'
+import { AssetSettings } from './settings.js'
 
 export { Asset } from './entities.js'
 export { AssetService } from './service.js'
@@ -41,10 +42,12 @@ export const assetsPlugin = definePlugin({
   title: 'Assets',
   version: '0.1.0',
   description: 'Files of projects as assets: ingest, technical metadata, encrypted proxies, listing',
-  dependsOn: ['projects'],
+  // identity is reached through projects too; listed because assets resolves its services (access rights, mail)
+  dependsOn: ['projects', 'identity'],
   entities: [AssetSchema, AssetStateSchema, AssetShareSchema],
   migrations,
   events: assetEvents,
+  settings: AssetSettings,
   register(api) {
     const { service, ingest, proxyStore } = assetServices
     api.provide(service, (r) => new AssetService(r(projectServices.service), r(coreServices.jobs), r(coreServices.knex)))
@@ -52,8 +55,6 @@ export const assetsPlugin = definePlugin({
     api.provide(assetServices.destroyer, (r) => new AssetDestroyer(r(coreServices.knex), r(projectServices.storageJournal), r(projectServices.service)))
     api.provide(proxyStore, (r) => new ProxyStore(r(coreServices.config).dataDir, r(coreServices.config).secretKey))
     api.provide(assetServices.downloads, (r) => new PreparedDownloads(r(coreServices.jobs)))
-    // legacy string keys, until every plugin resolves by ref
-    for (const [key, ref] of Object.entries({ assets: service, ingest, proxyStore })) api.provide(key, aliasOf(ref))
     registerAssetRoutes(api)
     registerProjectAssetRoutes(api)
     registerProxyRoutes(api)
@@ -61,11 +62,13 @@ export const assetsPlugin = definePlugin({
     registerReportRoutes(api)
     registerAssetAccessRoutes(api)
     registerShareRoutes(api)
+    // read on each run: a change over PUT /settings applies to the next encode
+    const proxySettings = () => api.settings().proxy
     defineAssetJobs(api.jobs)
-    defineDownloadJobs(api.jobs)
+    defineDownloadJobs(api.jobs, proxySettings)
     defineHashJobs(api.jobs)
     // one video encode per two cores keeps ffmpeg near its real-time multiple (PERFORMANCE.md)
-    defineProxyJobs(api.jobs, Number(api.config.plugins.assets?.encodeConcurrency ?? 1))
+    defineProxyJobs(api.jobs, api.settings().encodeConcurrency, proxySettings)
   },
   async start({ resolve }) {
     // asset rows move with their files when folders move (PUT /projects/:id/move_contents, rename_folder)
@@ -74,7 +77,7 @@ export const assetsPlugin = definePlugin({
     resolve(assetServices.ingest).defineRepair()
     resolve(assetServices.destroyer).defineRepair()
     // the clean-up of expired downloads reschedules itself; start the chain once
-    const pending = await resolve<Knex>('knex')('jobs').where({ type: 'assets.expire-downloads' }).whereIn('state', ['queued', 'running']).first()
-    if (!pending) await resolve<JobService>('jobs').enqueue('assets.expire-downloads', {}, { runAt: new Date(Date.now() + 60_000) })
+    const pending = await resolve(coreServices.knex)('jobs').where({ type: 'assets.expire-downloads' }).whereIn('state', ['queued', 'running']).first()
+    if (!pending) await resolve(coreServices.jobs).enqueue('assets.expire-downloads', {}, { runAt: new Date(Date.now() + 60_000) })
   },
 })

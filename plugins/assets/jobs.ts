@@ -1,10 +1,11 @@
 import { lstat } from 'node:fs/promises'
 import path from 'node:path'
-import type { JobRegistrar, MediaTools, JobService, StorageJournal } from '../../core/index.js'
-import { Project, projectScope, type ProjectService } from '../projects/index.js'
+import { coreServices, type JobRegistrar } from '../../core/index.js'
+import { Project, projectScope, projectServices } from '../projects/index.js'
 import { Asset } from './entities.js'
 import { analyse } from './probe.js'
-import { assetJob, type AssetService } from './service.js'
+import { assetJob } from './service.js'
+import { assetServices } from './refs.js'
 import { walkFiles } from './files.js'
 import { withOriginal } from './originals.js'
 import { NOT_MEDIA, noProxy } from './proxy-jobs.js'
@@ -17,7 +18,7 @@ export function defineAssetJobs(jobs: JobRegistrar) {
     async handler(ctx) {
       const asset = await ctx.em.findOne(Asset, ctx.payload.assetId, { populate: ['project'] })
       if (!asset || !asset.online) return { skipped: true }
-      const tools = ctx.resolve<MediaTools>('mediaTools')
+      const tools = ctx.resolve(coreServices.mediaTools)
       // single-row updates rather than unit-of-work flushes: an ingest runs this once per file
       const write = (fields: Partial<Asset>) => ctx.em.nativeUpdate(Asset, { id: asset.id }, { ...fields, updatedAt: new Date() })
       await write({ analysisState: 'processing' })
@@ -42,7 +43,7 @@ export function defineAssetJobs(jobs: JobRegistrar) {
         metadataChangedAt: new Date(),
         ...(media ? { proxyState: 'pending', proxyError: null } : noProxy(NOT_MEDIA)),
       })
-      if (media) await ctx.resolve<JobService>('jobs').enqueueMany([assetJob('assets.proxy', asset)])
+      if (media) await ctx.resolve(coreServices.jobs).enqueueMany([assetJob('assets.proxy', asset)])
       return { type: result.type }
     },
   })
@@ -54,9 +55,9 @@ export function defineAssetJobs(jobs: JobRegistrar) {
       const project = await ctx.em.findOne(Project, { id: ctx.payload.projectId, deleted: false })
       if (!project) return { skipped: true }
       // not beside a folder move or a rename (the walk would see files in two places); uploads may run beside it
-      return ctx.resolve<StorageJournal>('storageJournal').hold(projectScope(project.id), {}, async () => {
-        const assets = ctx.resolve<AssetService>('assets')
-        const root = await ctx.resolve<ProjectService>('projects').currentRoot(project.id)
+      return ctx.resolve(projectServices.storageJournal).hold(projectScope(project.id), {}, async () => {
+        const assets = ctx.resolve(assetServices.service)
+        const root = await ctx.resolve(projectServices.service).currentRoot(project.id)
         const seen = new Set<string>()
         let batch: string[] = []
         const flush = async () => {
@@ -88,7 +89,7 @@ export function defineAssetJobs(jobs: JobRegistrar) {
     kind: 'project',
     concurrency: 1,
     async handler(ctx) {
-      const assets = ctx.resolve<AssetService>('assets')
+      const assets = ctx.resolve(assetServices.service)
       const where = { project: ctx.payload.projectId, online: true, ...(ctx.payload.onlyOther ? { type: 'other' as const } : {}) }
       let queued = 0
       for (let offset = 0; ; offset += 500) {

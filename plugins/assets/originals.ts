@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto'
 import { rm, symlink } from 'node:fs/promises'
 import path from 'node:path'
-import { MamError, permanentError, openInside, type MamConfig, type OpenedFile } from '../../core/index.js'
-import type { ProjectService } from '../projects/index.js'
+import { MamError, coreServices, permanentError, openInside, type OpenedFile, type ServiceRef } from '../../core/index.js'
+import { projectServices } from '../projects/index.js'
 import type { Asset } from './entities.js'
 import { makeDirs } from '../../core/index.js'
 
@@ -19,7 +19,14 @@ export interface Original extends OpenedFile {
 
 export const describeAsset = (asset: Pick<Asset, 'id' | 'path'>) => `asset ${asset.id} (${asset.path})`
 
-type Resolver = { resolve<T = any>(name: string): T }
+/** a request's or job's context (or anything else that resolves services by ref) */
+type Resolver = { resolve<T>(ref: ServiceRef<T>): T }
+/**
+ * @deprecated a context typed with the legacy string overload only (editor-projects' service still
+ * is): accepted until its callers are typed by ref. It is called with refs, as every real context takes.
+ */
+type LegacyResolver = { resolve<T = any>(name: string): T }
+type AnyResolver = Resolver | LegacyResolver
 
 /**
  * Opens an asset's original; the caller closes it (`withOriginal` does). Every read of an original
@@ -28,8 +35,9 @@ type Resolver = { resolve<T = any>(name: string): T }
  * fail at once, naming the asset) and the bytes read are those of the file that was checked. A
  * missing file is a permanent error marked `offline`.
  */
-export async function openOriginal(ctx: Resolver, asset: Asset): Promise<Original> {
-  const root = ctx.resolve<ProjectService>('projects').pathOf(asset.project)
+export async function openOriginal(context: AnyResolver, asset: Asset): Promise<Original> {
+  const ctx = context as Resolver
+  const root = ctx.resolve(projectServices.service).pathOf(asset.project)
   const opened = await openInside(root, asset.path, describeAsset(asset)).catch((err) => {
     if (err.code === 'ENOENT' || err.code === 'ENOTDIR')
       throw Object.assign(permanentError(`The original of ${describeAsset(asset)} is offline: it is not on its storage`), { offline: true })
@@ -43,7 +51,7 @@ export async function openOriginal(ctx: Resolver, asset: Asset): Promise<Origina
     ...opened,
     async toolPath() {
       if (link) return link
-      const dir = path.join(ctx.resolve<MamConfig>('config').dataDir, 'tmp', 'originals')
+      const dir = path.join(ctx.resolve(coreServices.config).dataDir, 'tmp', 'originals')
       await makeDirs(dir)
       const candidate = path.join(dir, `${randomBytes(8).toString('hex')}${path.extname(asset.name).toLowerCase()}`)
       await symlink(opened.descriptorPath, candidate)
@@ -64,7 +72,7 @@ export async function openOriginal(ctx: Resolver, asset: Asset): Promise<Origina
  * Opens an asset's original for `use` and closes it afterwards, whatever happens. An error that names
  * the private tool path (ffmpeg's message) names the asset's path instead: job errors are shown to users.
  */
-export async function withOriginal<T>(ctx: Resolver, asset: Asset, use: (original: Original) => Promise<T>): Promise<T> {
+export async function withOriginal<T>(ctx: AnyResolver, asset: Asset, use: (original: Original) => Promise<T>): Promise<T> {
   const original = await openOriginal(ctx, asset)
   try {
     return await use(original)

@@ -1,35 +1,41 @@
-import { IdParams, NoInput, coreServices, invalidParam, uploadName, serializeJob, idempotent, type Outbox, type RegisterApi, type MamContext, type JobService, type Knex } from '../../core/index.js'
+import { IdParams, NoInput, acceptedJob, coreServices, invalidParam, uploadName, idempotent, type RegisterApi, type RouteContext } from '../../core/index.js'
 import { assetIngested } from './events.js'
 import { publishQuotaCrossings } from './quota-events.js'
-import type { ProjectService } from '../projects/index.js'
+import { projectServices } from '../projects/index.js'
+import { assetServices } from './refs.js'
 import { Asset } from './entities.js'
 import { AddAssetsInput, ChangedSinceInput, CountInput, InjectInput, ListAssetsInput } from './schemas.js'
-import { cleanRelative, type AssetService } from './service.js'
+import { cleanRelative } from './service.js'
 import { inFolder } from './files.js'
 import { MAX_NAME_BYTES } from './upload-names.js'
-import type { Ingest } from './ingest.js'
 import { serializeAsset, viewOfRow } from './asset-json.js'
 import { assetListing } from './listing.js'
 
 export const MAX_UPLOAD_BYTES = 50 * 1024 ** 3
 
 /** §4.20 asset routes of projects: list, count, addassets, inject_uploads, reindex, rescan, repair, changed metadata. */
-export function registerProjectAssetRoutes({ routes }: RegisterApi) {
-  const assets = (ctx: MamContext) => ctx.resolve<AssetService>('assets')
-  const projects = (ctx: MamContext) => ctx.resolve<ProjectService>('projects')
+export function registerProjectAssetRoutes(api: RegisterApi) {
+  const { routes } = api
+  const assets = api.use(assetServices.service)
+  const projects = api.use(projectServices.service)
+  const ingest = api.use(assetServices.ingest)
+  const knex = api.use(coreServices.knex)
+  const outbox = api.use(coreServices.outbox)
+  const db = api.use(coreServices.db)
+  const jobs = api.use(coreServices.jobs)
 
   /** the project's assets in `folder` (and below with `recursive`), as a knex query on plain rows */
-  const inProjectFolder = (ctx: MamContext, projectId: number) => {
-    const folder = ctx.input.folder ? cleanRelative(ctx.input.folder, 'folder') : ''
-    return inFolder(ctx.resolve<Knex>('knex')('assets').where('project_id', projectId), folder, Boolean(ctx.input.recursive))
+  const inProjectFolder = (projectId: number, input: { folder?: string; recursive?: boolean }) => {
+    const folder = input.folder ? cleanRelative(input.folder, 'folder') : ''
+    return inFolder(knex()('assets').where('project_id', projectId), folder, Boolean(input.recursive))
   }
 
   // plain rows from prepared statements, no entity hydration: a page of 100 assets costs two queries and a loop (PERFORMANCE.md, listing.ts)
   routes.get('/projects/:id/assets', { access: 'authenticated', params: IdParams, input: ListAssetsInput, summary: 'assets of a project folder (paginated)' }, async (ctx) => {
-    const project = await projects(ctx).readableSummary(ctx.requireUser(), ctx.params.id)
+    const project = await projects().readableSummary(ctx.requireUser(), ctx.params.id)
     const { page, per_page = 100, type, online, after } = ctx.input
     if (after !== undefined && page !== undefined) throw invalidParam('page', 'cannot be combined with after')
-    const { total, rows: found } = await assetListing(ctx.resolve<Knex>('knex')).page({
+    const { total, rows: found } = await assetListing(knex()).page({
       projectId: project.id,
       folder: ctx.input.folder ? cleanRelative(ctx.input.folder, 'folder') : '',
       recursive: Boolean(ctx.input.recursive),
@@ -46,16 +52,16 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
   })
 
   routes.get('/projects/:id/count_assets', { access: 'authenticated', params: IdParams, input: CountInput, summary: 'number of assets inside a folder' }, async (ctx) => {
-    const project = await projects(ctx).readableSummary(ctx.requireUser(), ctx.params.id)
-    const [{ count }] = await inProjectFolder(ctx, project.id).count({ count: '*' })
+    const project = await projects().readableSummary(ctx.requireUser(), ctx.params.id)
+    const [{ count }] = await inProjectFolder(project.id, ctx.input).count({ count: '*' })
     return { hash: { count: Number(count), folder: ctx.input.folder ?? '', recursive: ctx.input.recursive ?? false } }
   })
 
   routes.post('/projects/:id/addassets', { access: 'authenticated', params: IdParams, input: AddAssetsInput, summary: 'register files already in the project tree' }, async (ctx) => {
-    const project = await projects(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
+    const project = await projects().writable(ctx.em, ctx.requireUser(), ctx.params.id)
     return idempotent(ctx, 201, async () => {
-      const added = await assets(ctx).register(ctx.em, project, ctx.input.paths, { userId: ctx.user!.userId })
-      return { assets: added.map((a) => assets(ctx).serialize(a)) }
+      const added = await assets().register(ctx.em, project, ctx.input.paths, { userId: ctx.user.userId })
+      return { assets: added.map((a) => assets().serialize(a)) }
     })
   })
 
@@ -63,7 +69,7 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
     '/projects/:id/inject_uploads',
     { access: 'authenticated', params: IdParams, input: InjectInput, multipart: { maxFileSize: MAX_UPLOAD_BYTES, maxFiles: 100 }, summary: 'upload files into a project folder (multipart `file` parts, `path`)' },
     async (ctx) => {
-      const s = projects(ctx)
+      const s = projects()
       const project = await s.writable(ctx.em, ctx.requireUser(), ctx.params.id)
       return idempotent(ctx, 201, async (answer) => {
         const files = ctx.files.filter((f) => f.field === 'file' || f.field === 'file[]' || f.field.startsWith('files'))
@@ -79,13 +85,13 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
         const bytes = files.reduce((n, f) => n + f.size, 0)
         await s.assertSpace(ctx.em, project, bytes)
         let body: { assets: unknown[] } | undefined
-        await ctx.resolve<Ingest>('ingest').ingest(project, ctx.input.path, uploads, {
-          userId: ctx.user!.userId,
+        await ingest().ingest(project, ctx.input.path, uploads, {
+          userId: ctx.user.userId,
           async onCommit(trx, views) {
             body = { assets: views.map(serializeAsset) }
             await answer.save(trx, body)
-            await ctx.resolve<Outbox>('outbox').publishMany(trx, views.map((v) => ({ event: assetIngested, payload: { asset_id: v.id, name: v.name, folder: v.folder ?? '', size: Number(v.size ?? 0), project_id: project.id, project_name: project.name }, options: { subjectId: v.id, actorId: ctx.user!.userId } })))
-            await publishQuotaCrossings(trx, ctx.resolve(coreServices.db).dialect, ctx.resolve<Outbox>('outbox'), project.id, views.reduce((n, v) => n + Number(v.size ?? 0), 0), ctx.user!.userId)
+            await outbox().publishMany(trx, views.map((v) => ({ event: assetIngested, payload: { asset_id: v.id, name: v.name, folder: v.folder ?? '', size: Number(v.size ?? 0), project_id: project.id, project_name: project.name }, options: { subjectId: v.id, actorId: ctx.user.userId } })))
+            await publishQuotaCrossings(trx, db().dialect, outbox(), project.id, views.reduce((n, v) => n + Number(v.size ?? 0), 0), ctx.user.userId)
           },
         })
         await s.refreshTeamSpace(project.id)
@@ -94,23 +100,22 @@ export function registerProjectAssetRoutes({ routes }: RegisterApi) {
     },
   )
 
-  const enqueue = (type: string, payload: (projectId: number, ctx: MamContext) => object) => async (ctx: MamContext) => {
-    const project = await projects(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
-    const job = await ctx.resolve<JobService>('jobs').enqueue(type, payload(project.id, ctx), { userId: ctx.user!.userId, projectId: project.id })
-    ctx.status = 202
-    return { job: serializeJob(job) }
+  /** a project job on a project the caller may change; its payload gets the project's id and the caller's */
+  const enqueue = (type: string, payload: (projectId: number, userId: number) => object) => async (ctx: RouteContext<typeof IdParams, typeof NoInput>) => {
+    const project = await projects().writable(ctx.em, ctx.user, ctx.params.id)
+    return acceptedJob(ctx, await jobs().enqueue(type, payload(project.id, ctx.user.userId), { userId: ctx.user.userId, projectId: project.id }))
   }
-  routes.put('/projects/:id/reindex', { access: 'authenticated', params: IdParams, input: NoInput, summary: 'walk the tree: new files become assets, vanished ones go offline' }, enqueue('assets.reindex', (projectId, ctx) => ({ projectId, userId: ctx.user!.userId })))
-  routes.put('/projects/:id/rescan', { access: 'authenticated', params: IdParams, input: NoInput, summary: 're-analyse assets of unknown type' }, enqueue('assets.reanalyse', (projectId, ctx) => ({ projectId, onlyOther: true, userId: ctx.user!.userId })))
-  routes.put('/projects/:id/repair', { access: 'authenticated', params: IdParams, input: NoInput, summary: 're-analyse all assets' }, enqueue('assets.reanalyse', (projectId, ctx) => ({ projectId, onlyOther: false, userId: ctx.user!.userId })))
+  routes.put('/projects/:id/reindex', { access: 'authenticated', params: IdParams, input: NoInput, summary: 'walk the tree: new files become assets, vanished ones go offline' }, enqueue('assets.reindex', (projectId, userId) => ({ projectId, userId })))
+  routes.put('/projects/:id/rescan', { access: 'authenticated', params: IdParams, input: NoInput, summary: 're-analyse assets of unknown type' }, enqueue('assets.reanalyse', (projectId, userId) => ({ projectId, onlyOther: true, userId })))
+  routes.put('/projects/:id/repair', { access: 'authenticated', params: IdParams, input: NoInput, summary: 're-analyse all assets' }, enqueue('assets.reanalyse', (projectId, userId) => ({ projectId, onlyOther: false, userId })))
 
   routes.get('/projects/:id/changed_asset_metadata', { access: 'authenticated', params: IdParams, input: ChangedSinceInput, summary: 'assets whose metadata changed since the project was last used' }, async (ctx) => {
-    const { project } = await projects(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
+    const { project } = await projects().readable(ctx.em, ctx.requireUser(), ctx.params.id)
     const since = ctx.input.since ? new Date(ctx.input.since) : project.lastUsedAt
     if (since && Number.isNaN(since.getTime())) throw invalidParam('since', 'must be an ISO 8601 time')
     const where = { project, ...(since ? { metadataChangedAt: { $gt: since } } : { metadataChangedAt: { $ne: null } }) }
     const rows = await ctx.em.find(Asset, where, { orderBy: { metadataChangedAt: 'asc' }, limit: 1000 })
     for (const a of rows) a.project = project
-    return { assets: rows.map((a) => assets(ctx).serialize(a)), since: since?.toISOString() ?? null }
+    return { assets: rows.map((a) => assets().serialize(a)), since: since?.toISOString() ?? null }
   })
 }

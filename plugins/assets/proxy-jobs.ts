@@ -1,19 +1,16 @@
 import { mkdir, rm } from 'node:fs/promises'
-import type { Outbox, JobRegistrar, MamConfig, MediaTools, JobContext, JobService } from '../../core/index.js'
-import { assetProxyReady } from './events.js'
 import path from 'node:path'
+import { coreServices, makeDirs, type JobRegistrar, type JobContext } from '../../core/index.js'
+import { assetProxyReady } from './events.js'
 import { Asset } from './entities.js'
 import { assetJob } from './service.js'
 import { withOriginal } from './originals.js'
-import type { ProxyStore } from './proxy-store.js'
-import { buildProxies, burnTimecode, DEFAULT_PROXY_SETTINGS, type ProxySettings } from './proxies.js'
-import { makeDirs } from '../../core/index.js'
-
-export const settingsOf = (config: MamConfig): ProxySettings => ({ ...DEFAULT_PROXY_SETTINGS, ...(config.plugins.assets?.proxy as Partial<ProxySettings> | undefined) })
+import { assetServices } from './refs.js'
+import { buildProxies, burnTimecode, type ProxySettings } from './proxies.js'
 
 /** a private scratch folder per run, removed whatever happens */
 async function withWorkDir<T>(ctx: JobContext, work: (dir: string) => Promise<T>): Promise<T> {
-  const dir = path.join(ctx.resolve<MamConfig>('config').dataDir, 'tmp', `job-${ctx.id}-${ctx.attempt}`)
+  const dir = path.join(ctx.resolve(coreServices.config).dataDir, 'tmp', `job-${ctx.id}-${ctx.attempt}`)
   await rm(dir, { recursive: true, force: true })
   await makeDirs(dir)
   try {
@@ -34,7 +31,24 @@ async function loadAsset(ctx: JobContext<{ assetId: number }>) {
   return asset && asset.online && !asset.project.deleted ? asset : null
 }
 
-export function defineProxyJobs(jobs: JobRegistrar, encodeConcurrency: number) {
+/**
+ * Records an asset's proxies as ready and tells its readers (`asset.proxy-ready`) in one transaction:
+ * the event is written only when this commit makes the state ready, so a run that fails after the
+ * proxies were stored is retried without an event left behind, and a run that finds them ready
+ * already (another run of the asset committed first) tells nobody again. Returns whether it did.
+ */
+async function recordReady(ctx: JobContext, asset: Asset): Promise<boolean> {
+  const outbox = ctx.resolve(coreServices.outbox)
+  const made = await ctx.resolve(coreServices.knex).transaction(async (trx) => {
+    const changed = await trx('assets').where({ id: asset.id }).whereNot('proxy_state', 'ready').update({ proxy_state: 'ready', proxy_error: null, updated_at: new Date() })
+    if (changed) await outbox.publish(trx, assetProxyReady, { asset_id: asset.id, name: asset.name, project_id: asset.project.id, proxies: Object.keys(asset.proxies) }, { subjectId: asset.id })
+    return changed > 0
+  })
+  return made
+}
+
+/** `proxySettings` is read on each run, so a change of the settings applies to the next encode */
+export function defineProxyJobs(jobs: JobRegistrar, encodeConcurrency: number, proxySettings: () => ProxySettings) {
   jobs.define<{ assetId: number }>('assets.proxy', {
     kind: 'asset',
     concurrency: encodeConcurrency,
@@ -48,31 +62,30 @@ export function defineProxyJobs(jobs: JobRegistrar, encodeConcurrency: number) {
         await ctx.em.flush()
         return { skipped: true }
       }
-      const store = ctx.resolve<ProxyStore>('proxyStore')
+      const store = ctx.resolve(assetServices.proxyStore)
       asset.proxyState = 'processing'
       await ctx.em.flush()
       try {
         // stills need sharp only; a missing ffmpeg fails a media proxy with its reason instead of leaving it pending
-        const ffmpeg = asset.type === 'image' ? '' : await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
+        const ffmpeg = asset.type === 'image' ? '' : await ctx.resolve(coreServices.mediaTools).require('ffmpeg')
         const stored = await withWorkDir(ctx, async (dir) => {
-          const plain = await withOriginal(ctx, asset, async (original) => buildProxies(ffmpeg, asset, await original.toolPath(), dir, settingsOf(ctx.resolve('config')), ctx.signal))
+          const plain = await withOriginal(ctx, asset, async (original) => buildProxies(ffmpeg, asset, await original.toolPath(), dir, proxySettings(), ctx.signal))
           return store.store(asset, plain)
         })
-        // an existing editing proxy stays valid; the low-res kinds are replaced
+        // an existing editing proxy stays valid; the low-res kinds are replaced. The files, their key
+        // and layout are written first (the state still says processing), then the state with its event
         asset.proxies = { ...(asset.proxies.editing ? { editing: asset.proxies.editing } : {}), ...stored }
-        asset.proxyState = 'ready'
-        asset.proxyError = null
-        ctx.count(1, 0)
+        await ctx.em.flush()
+        await recordReady(ctx, asset)
       } catch (err) {
         asset.proxyState = 'failed'
         asset.proxyError = (err as Error).message
+        await ctx.em.flush()
         ctx.count(0, 1)
         throw err
-      } finally {
-        await ctx.em.flush()
       }
-      // before the job settles: a crash repeats the job, and with it the event (at least once)
-      await ctx.resolve<Outbox>('outbox').publish(ctx.resolve('knex'), assetProxyReady, { asset_id: asset.id, name: asset.name, project_id: asset.project.id, proxies: Object.keys(asset.proxies) }, { subjectId: asset.id })
+      // a crash from here until the job settles repeats the job, and with it the event (at least once)
+      ctx.count(1, 0)
       return { proxies: Object.keys(asset.proxies) }
     },
   })
@@ -86,11 +99,11 @@ export function defineProxyJobs(jobs: JobRegistrar, encodeConcurrency: number) {
       const asset = await loadAsset(ctx)
       if (!asset || asset.type !== 'video') return { skipped: true }
       try {
-        const ffmpeg = await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
+        const ffmpeg = await ctx.resolve(coreServices.mediaTools).require('ffmpeg')
         const stored = await withWorkDir(ctx, async (dir) => {
           const target = path.join(dir, 'burnin.mp4')
-          await withOriginal(ctx, asset, async (original) => burnTimecode(ffmpeg, asset, await original.toolPath(), target, settingsOf(ctx.resolve('config')), ctx.signal))
-          return ctx.resolve<ProxyStore>('proxyStore').store(asset, { burnin: target })
+          await withOriginal(ctx, asset, async (original) => burnTimecode(ffmpeg, asset, await original.toolPath(), target, proxySettings(), ctx.signal))
+          return ctx.resolve(assetServices.proxyStore).store(asset, { burnin: target })
         })
         asset.proxies = { ...asset.proxies, ...stored }
         await ctx.em.flush()
@@ -108,7 +121,7 @@ export function defineProxyJobs(jobs: JobRegistrar, encodeConcurrency: number) {
     kind: 'project',
     concurrency: 1,
     async handler(ctx) {
-      const store = ctx.resolve<ProxyStore>('proxyStore')
+      const store = ctx.resolve(assetServices.proxyStore)
       const where = { project: ctx.payload.projectId, online: true, ...(ctx.payload.action === 'burn-timecode' ? { type: 'video' as const } : {}) }
       let done = 0
       for (let lastId = 0; ; ) {
@@ -117,7 +130,7 @@ export function defineProxyJobs(jobs: JobRegistrar, encodeConcurrency: number) {
         if (ctx.payload.action === 'convert-layout') {
           for (const asset of page) if (await store.migrate(asset)) done++
         } else {
-          await ctx.resolve<JobService>('jobs').enqueueMany(page.map((asset) => assetJob(`assets.${ctx.payload.action}`, asset, ctx.payload.userId)))
+          await ctx.resolve(coreServices.jobs).enqueueMany(page.map((asset) => assetJob(`assets.${ctx.payload.action}`, asset, ctx.payload.userId)))
           done += page.length
         }
         await ctx.em.flush()

@@ -1,8 +1,8 @@
 import { Type } from 'typebox'
-import { IdParam, IdParams, MamError, NoInput, notFound, serializeJob, type RegisterApi, type MamContext, type JobService, type MediaTools } from '../../core/index.js'
-import type { ProjectService } from '../projects/index.js'
-import { assetJob, type AssetService } from './service.js'
-import type { ProxyStore } from './proxy-store.js'
+import { IdParam, IdParams, MamError, NoInput, acceptedJob, coreServices, notFound, type RegisterApi, type RouteContext, type MamContext } from '../../core/index.js'
+import { projectServices } from '../projects/index.js'
+import { assetJob } from './service.js'
+import { assetServices } from './refs.js'
 import type { Asset } from './entities.js'
 import { sendFile } from './serve-file.js'
 
@@ -23,7 +23,7 @@ export const lowresKind = (asset: Asset) => (asset.type === 'audio' ? 'audio' : 
 
 /** serves a stored proxy, decrypted on the fly, with Range */
 export async function sendProxy(ctx: MamContext, asset: Asset, kind: string, filename?: string) {
-  const store = ctx.resolve<ProxyStore>('proxyStore')
+  const store = ctx.resolve(assetServices.proxyStore)
   const file = store.fileOf(asset, kind)
   if (!file) throw notFound(`${kind} proxy of asset`, asset.id)
   try {
@@ -39,38 +39,38 @@ export async function sendProxy(ctx: MamContext, asset: Asset, kind: string, fil
 }
 
 /** proxies: the key, the files, re-encoding and the project-wide proxy jobs (§4.6, §4.20) */
-export function registerProxyRoutes({ routes }: RegisterApi) {
-  const assets = (ctx: MamContext) => ctx.resolve<AssetService>('assets')
-  const jobs = (ctx: MamContext) => ctx.resolve<JobService>('jobs')
+export function registerProxyRoutes(api: RegisterApi) {
+  const { routes } = api
+  const assets = api.use(assetServices.service)
+  const projects = api.use(projectServices.service)
+  const proxyStore = api.use(assetServices.proxyStore)
+  const mediaTools = api.use(coreServices.mediaTools)
+  const jobs = api.use(coreServices.jobs)
 
   routes.get('/assets/:id/proxy_key', { access: 'authenticated', params: IdParams, summary: 'the binary proxy encryption key of an asset' }, async (ctx) => {
-    const { asset } = await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
+    const { asset } = await assets().readable(ctx.em, ctx.requireUser(), ctx.params.id)
     if (!asset.proxyKeyEnc) throw notFound('proxy key of asset', asset.id)
     ctx.type = 'application/octet-stream'
     ctx.set('Cache-Control', 'no-store')
-    ctx.body = ctx.resolve<ProxyStore>('proxyStore').keyOf(asset)
+    ctx.body = proxyStore().keyOf(asset)
   })
 
   routes.get('/assets/:id/proxies/:kind', { access: 'authenticated', params: KindParams, summary: 'a proxy file: lowres, audio, image, poster, thumbnails, waveform, burnin, editing' }, async (ctx) => {
-    const { asset } = await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
+    const { asset } = await assets().readable(ctx.em, ctx.requireUser(), ctx.params.id)
     await sendProxy(ctx, asset, ctx.params.kind)
   })
 
   routes.post('/assets/:id/reencode', { access: 'authenticated', params: IdParams, input: NoInput, summary: 'create new proxies' }, async (ctx) => {
-    const asset = await assets(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
-    await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
-    const { type, payload, options } = assetJob('assets.proxy', asset, ctx.user!.userId)
-    const job = await jobs(ctx).enqueue(type, payload, options)
-    ctx.status = 202
-    return { job: serializeJob(job) }
+    const asset = await assets().writable(ctx.em, ctx.requireUser(), ctx.params.id)
+    await mediaTools().require('ffmpeg')
+    const { type, payload, options } = assetJob('assets.proxy', asset, ctx.user.userId)
+    return acceptedJob(ctx, await jobs().enqueue(type, payload, options))
   })
 
-  const projectBatch = (action: 'proxy' | 'burn-timecode' | 'convert-layout', needsFfmpeg: boolean) => async (ctx: MamContext) => {
-    const project = await ctx.resolve<ProjectService>('projects').writable(ctx.em, ctx.requireUser(), ctx.params.id)
-    if (needsFfmpeg) await ctx.resolve<MediaTools>('mediaTools').require('ffmpeg')
-    const job = await jobs(ctx).enqueue('assets.project-batch', { projectId: project.id, action, userId: ctx.user!.userId }, { userId: ctx.user!.userId, projectId: project.id })
-    ctx.status = 202
-    return { job: serializeJob(job) }
+  const projectBatch = (action: 'proxy' | 'burn-timecode' | 'convert-layout', needsFfmpeg: boolean) => async (ctx: RouteContext<typeof IdParams, typeof NoInput>) => {
+    const project = await projects().writable(ctx.em, ctx.user, ctx.params.id)
+    if (needsFfmpeg) await mediaTools().require('ffmpeg')
+    return acceptedJob(ctx, await jobs().enqueue('assets.project-batch', { projectId: project.id, action, userId: ctx.user.userId }, { userId: ctx.user.userId, projectId: project.id }))
   }
   routes.put('/projects/:id/reencode', { access: 'authenticated', params: IdParams, input: NoInput, summary: 're-encode the proxies of all assets' }, projectBatch('proxy', true))
   routes.put('/projects/:id/reburn_timecode', { access: 'authenticated', params: IdParams, input: NoInput, summary: 'low-res copies with burnt-in timecode for all video assets' }, projectBatch('burn-timecode', true))

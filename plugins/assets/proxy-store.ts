@@ -1,8 +1,11 @@
+import { createWriteStream } from 'node:fs'
 import { rename, rm, stat } from 'node:fs/promises'
 import path from 'node:path'
-import { deriveKey, unseal, seal } from '../../core/index.js'
+import { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { deriveKey, notFound, unseal, seal } from '../../core/index.js'
 import type { Asset } from './entities.js'
-import { encryptFile, newProxyKey } from './proxy-crypto.js'
+import { decryptRange, encryptFile, newProxyKey, plainSize } from './proxy-crypto.js'
 import { makeDirs } from '../../core/index.js'
 
 /**
@@ -39,6 +42,23 @@ export class ProxyStore {
     const key = newProxyKey()
     asset.proxyKeyEnc = seal(this.sealingKey, key.toString('base64'), asset.uuid)
     return key
+  }
+
+  /**
+   * The plaintext of one of the asset's proxies, as a stream (for plugins that process a proxy:
+   * galleries burn watermarks into it). 404 when the asset has no proxy of that kind; a file gone
+   * from disk rejects with ENOENT.
+   */
+  async openPlain(asset: Asset, kind: string): Promise<Readable> {
+    const file = this.fileOf(asset, kind)
+    if (!file) throw notFound(`${kind} proxy of asset`, asset.id)
+    const size = await plainSize(file)
+    return size > 0 ? decryptRange(this.keyOf(asset), file, 0, size - 1) : Readable.from([])
+  }
+
+  /** writes the plaintext of one of the asset's proxies to `target` (a scratch file of the caller) */
+  async savePlain(asset: Asset, kind: string, target: string): Promise<void> {
+    await pipeline(await this.openPlain(asset, kind), createWriteStream(target))
   }
 
   /** encrypts plaintext proxies into the asset's folder; returns kind → file name */

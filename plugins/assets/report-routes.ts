@@ -1,9 +1,9 @@
 import { Type } from 'typebox'
-import { IdParams, serializeJob, type RegisterApi, type MamContext, type JobService, type Knex } from '../../core/index.js'
-import { PROJECT, type ProjectService } from '../projects/index.js'
-import type { AccessRightService } from '../identity/index.js'
+import { IdParams, acceptedJob, coreServices, type RegisterApi, type EntityManager, type Principal, type Knex } from '../../core/index.js'
+import { PROJECT, projectServices } from '../projects/index.js'
+import { identityServices } from '../identity/index.js'
 import { Asset } from './entities.js'
-import type { ProxyStore } from './proxy-store.js'
+import { assetServices } from './refs.js'
 import { plainSize } from './proxy-crypto.js'
 import { cleanRelative } from './service.js'
 import { below } from './files.js'
@@ -12,21 +12,24 @@ const RehashInput = Type.Object({ sha256: Type.Optional(Type.Boolean({ default: 
 const FolderInput = Type.Object({ folder: Type.Optional(Type.String({ maxLength: 4096 })) }, { additionalProperties: false })
 
 /** rehash, the deduplication report, and the summaries an editor sees before checking out a folder */
-export function registerReportRoutes({ routes }: RegisterApi) {
-  const projects = (ctx: MamContext) => ctx.resolve<ProjectService>('projects')
+export function registerReportRoutes(api: RegisterApi) {
+  const { routes } = api
+  const projects = api.use(projectServices.service)
+  const jobs = api.use(coreServices.jobs)
+  const knexOf = api.use(coreServices.knex)
+  const rights = api.use(identityServices.accessRights)
+  const proxyStore = api.use(assetServices.proxyStore)
 
   routes.put('/projects/:id/rehash', { access: 'authenticated', params: IdParams, input: RehashInput, summary: 'hash all files (CRC-32, and SHA-256 unless sha256=false)' }, async (ctx) => {
-    const project = await projects(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
-    const job = await ctx.resolve<JobService>('jobs').enqueue('assets.rehash', { projectId: project.id, sha256: ctx.input.sha256 ?? true }, { userId: ctx.user!.userId, projectId: project.id })
-    ctx.status = 202
-    return { job: serializeJob(job) }
+    const project = await projects().writable(ctx.em, ctx.user, ctx.params.id)
+    return acceptedJob(ctx, await jobs().enqueue('assets.rehash', { projectId: project.id, sha256: ctx.input.sha256 ?? true }, { userId: ctx.user.userId, projectId: project.id }))
   })
 
   routes.get('/deduplication_report', { access: 'authenticated', summary: 'files with identical content (SHA-256) across the projects you can read' }, async (ctx) => {
-    const knex = ctx.resolve<Knex>('knex')
+    const knex = knexOf()
     const scope = (q: Knex.QueryBuilder) => {
       q.join('projects as p', 'p.id', 'a.project_id').where('p.deleted', false).whereNotNull('a.sha256').where('a.online', true)
-      if (!ctx.user!.isAdmin) q.whereIn('a.project_id', ctx.resolve<AccessRightService>('accessRights').readableIds(ctx.user!, PROJECT.type))
+      if (!ctx.user.isAdmin) q.whereIn('a.project_id', rights().readableIds(ctx.user, PROJECT.type))
       return q
     }
     const groups = await scope(knex('assets as a')).groupBy('a.sha256').havingRaw('count(*) > 1').select('a.sha256').count({ count: '*' }).max({ size: 'a.size' }).orderByRaw('max(a.size) * (count(*) - 1) desc').limit(1000)
@@ -48,21 +51,22 @@ export function registerReportRoutes({ routes }: RegisterApi) {
     return { deduplication_report: { groups: report, wasted_bytes: report.reduce((n, g) => n + g.wasted_bytes, 0) } }
   })
 
-  const folderAssets = async (ctx: MamContext) => {
-    const { project } = await projects(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
-    const folder = ctx.input.folder ? cleanRelative(ctx.input.folder, 'folder') : ''
+  /** the online assets of a folder (and below) of a project the principal may read */
+  const folderAssets = async (em: EntityManager, principal: Principal, projectId: number, input: { folder?: string }) => {
+    const { project } = await projects().readable(em, principal, projectId)
+    const folder = input.folder ? cleanRelative(input.folder, 'folder') : ''
     const where = folder ? { project, online: true, $or: [{ folder }, below('folder', folder)] } : { project, online: true }
-    return { project, folder, assets: await ctx.em.find(Asset, where, { orderBy: { id: 'asc' }, limit: 100_000 }) }
+    return { project, folder, assets: await em.find(Asset, where, { orderBy: { id: 'asc' }, limit: 100_000 }) }
   }
-  const editingBytes = async (ctx: MamContext, asset: Asset) => {
-    const file = ctx.resolve<ProxyStore>('proxyStore').fileOf(asset, 'editing')
+  const editingBytes = async (asset: Asset) => {
+    const file = proxyStore().fileOf(asset, 'editing')
     return file ? plainSize(file).catch(() => null) : null
   }
 
   routes.get('/projects/:id/editing_proxy_summary', { access: 'authenticated', params: IdParams, input: FolderInput, summary: 'editing proxies of the video assets in a folder' }, async (ctx) => {
-    const { folder, assets } = await folderAssets(ctx)
+    const { folder, assets } = await folderAssets(ctx.em, ctx.user, ctx.params.id, ctx.input)
     const videos = assets.filter((a) => a.type === 'video')
-    const rows = await Promise.all(videos.map(async (a) => ({ id: a.id, path: a.path, editing_proxy: Boolean(a.proxies.editing), editing_proxy_size: await editingBytes(ctx, a) })))
+    const rows = await Promise.all(videos.map(async (a) => ({ id: a.id, path: a.path, editing_proxy: Boolean(a.proxies.editing), editing_proxy_size: await editingBytes(a) })))
     return {
       hash: {
         folder,
@@ -75,12 +79,12 @@ export function registerReportRoutes({ routes }: RegisterApi) {
   })
 
   routes.get('/projects/:id/cloud_checkout_summary', { access: 'authenticated', params: IdParams, input: FolderInput, summary: 'what an editor would download for a folder, and how big' }, async (ctx) => {
-    const { folder, assets } = await folderAssets(ctx)
+    const { folder, assets } = await folderAssets(ctx.em, ctx.user, ctx.params.id, ctx.input)
     let proxyBytes = 0
     let proxyCount = 0
     const missing: number[] = []
     for (const a of assets.filter((x) => x.type === 'video')) {
-      const size = await editingBytes(ctx, a)
+      const size = await editingBytes(a)
       if (size === null) missing.push(a.id)
       else {
         proxyBytes += size

@@ -1,11 +1,10 @@
 import { randomBytes } from 'node:crypto'
 import { Type } from 'typebox'
 import { raw } from '@mikro-orm/core'
-import { IdParam, IdParams, Page, MamError, forbidden, notFound, sha256, User, iso, type Outbox, type RegisterApi, type MamContext } from '../../core/index.js'
-import type { Mailer } from '../identity/index.js'
-import type { AssetService } from './service.js'
-import type { ProxyStore } from './proxy-store.js'
+import { IdParam, IdParams, Page, MamError, coreServices, forbidden, notFound, sha256, User, iso, type RegisterApi } from '../../core/index.js'
+import { identityServices } from '../identity/index.js'
 import type { Asset } from './entities.js'
+import { assetServices } from './refs.js'
 import { lowresKind, sendProxy } from './proxy-routes.js'
 import { AssetShare, serializeShare } from './shares.js'
 import { shareReceived } from './events.js'
@@ -32,26 +31,30 @@ const TOKEN = /^[A-Za-z0-9_-]{43}$/
 const oneLine = (s: string) => s.replace(/[\u0000-\u001f\u007f]+/g, ' ')
 
 /** Sharing an asset's low-res proxy with someone without an account, through an expiring emailed link. */
-export function registerShareRoutes({ routes }: RegisterApi) {
-  const assets = (ctx: MamContext) => ctx.resolve<AssetService>('assets')
-  const playable = (ctx: MamContext, asset: Asset) => ctx.resolve<ProxyStore>('proxyStore').fileOf(asset, lowresKind(asset)) !== null
+export function registerShareRoutes(api: RegisterApi) {
+  const { routes } = api
+  const assets = api.use(assetServices.service)
+  const proxyStore = api.use(assetServices.proxyStore)
+  const mailerOf = api.use(identityServices.mailer)
+  const outbox = api.use(coreServices.outbox)
+  const playable = (asset: Asset) => proxyStore().fileOf(asset, lowresKind(asset)) !== null
 
   routes.put('/assets/:id/share_via_email', { access: 'authenticated', params: IdParams, input: ShareInput, summary: 'share the asset with a user through an email address (an expiring link to its low-res proxy)' }, async (ctx) => {
     // sharing is a read: read access suffices and a frozen project does not block it
-    const { asset } = await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
-    if (!playable(ctx, asset)) {
+    const { asset } = await assets().readable(ctx.em, ctx.requireUser(), ctx.params.id)
+    if (!playable(asset)) {
       // an analysed `other` asset never gets one; anything else may still be on its way
       const why = asset.type === 'other' && asset.analysisState === 'ready' ? 'is of type other and has no playable proxy to share' : `has no playable proxy yet (analysis_state: ${asset.analysisState}, proxy_state: ${asset.proxyState})`
       throw new MamError('conflict', `Asset ${asset.id} ${why}`, { analysis_state: asset.analysisState, proxy_state: asset.proxyState })
     }
-    const mailer = ctx.resolve<Mailer>('mailer')
+    const mailer = mailerOf()
     mailer.assertConfigured()
     // the server sends mail to any address on a user's word: bound how much, per user and hour
-    const recent = await ctx.em.count(AssetShare, { sharedBy: ctx.user!.userId, createdAt: { $gt: new Date(Date.now() - 3600_000) } })
+    const recent = await ctx.em.count(AssetShare, { sharedBy: ctx.user.userId, createdAt: { $gt: new Date(Date.now() - 3600_000) } })
     if (recent >= SHARES_PER_HOUR) throw new MamError('rate_limited', `You shared ${recent} assets by email within the last hour; the limit is ${SHARES_PER_HOUR}`, { headers: { 'Retry-After': '600' } })
 
     const token = randomBytes(32).toString('base64url')
-    const sharedBy = await ctx.em.findOneOrFail(User, ctx.user!.userId)
+    const sharedBy = await ctx.em.findOneOrFail(User, ctx.user.userId)
     const { email, message, expires_in_days: days } = ctx.input
     const share = ctx.em.create(AssetShare, { asset, sharedBy, email, message: message || null, tokenHash: sha256(token), expiresAt: new Date(Date.now() + (days ?? 7) * 86_400_000) })
     await ctx.em.flush()
@@ -82,7 +85,7 @@ export function registerShareRoutes({ routes }: RegisterApi) {
     // told once the mail went out (a link whose mail failed is removed above, so no event may announce it);
     // accounts with that address hear it in the app too, when they may read the asset
     const recipients = await ctx.em.find(User, { [raw('lower(email)')]: email.toLowerCase() }, { fields: ['id'] })
-    await ctx.resolve<Outbox>('outbox').publish(
+    await outbox().publish(
       ctx.em,
       shareReceived,
       { asset_id: asset.id, name: asset.name, project_id: asset.project.id, share_id: share.id, email, expires_at: share.expiresAt.toISOString(), shared_by_id: sharedBy.id, recipient_ids: recipients.map((u) => u.id) },
@@ -92,7 +95,7 @@ export function registerShareRoutes({ routes }: RegisterApi) {
   })
 
   routes.get('/assets/:id/shares', { access: 'authenticated', params: IdParams, input: ListInput, summary: 'the email shares of an asset, newest first' }, async (ctx) => {
-    const { asset } = await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
+    const { asset } = await assets().readable(ctx.em, ctx.requireUser(), ctx.params.id)
     const perPage = ctx.input.per_page ?? 100
     const [shares, total] = await ctx.em.findAndCount(AssetShare, { asset }, { populate: ['sharedBy'], orderBy: { createdAt: 'desc', id: 'desc' }, limit: perPage, offset: ((ctx.input.page ?? 1) - 1) * perPage })
     ctx.set('X-Total-Count', String(total))
@@ -100,11 +103,11 @@ export function registerShareRoutes({ routes }: RegisterApi) {
   })
 
   routes.delete('/assets/:id/shares/:share_id', { access: 'authenticated', params: ShareParams, summary: 'revoke an email share (its sharer, or a user with write on the project)' }, async (ctx) => {
-    const { asset, right } = await assets(ctx).readable(ctx.em, ctx.requireUser(), ctx.params.id)
+    const { asset, right } = await assets().readable(ctx.em, ctx.requireUser(), ctx.params.id)
     const share = await ctx.em.findOne(AssetShare, { id: ctx.params.share_id, asset }, { populate: ['sharedBy'] })
     if (!share) throw notFound('asset share', ctx.params.share_id)
     // revoking withdraws a read, it does not change the project: write right is enough, frozen or not
-    if (share.sharedBy.id !== ctx.user!.userId && right === 'read') throw forbidden('Only the user who shared it or a user who may change the project revokes a share')
+    if (share.sharedBy.id !== ctx.user.userId && right === 'read') throw forbidden('Only the user who shared it or a user who may change the project revokes a share')
     share.revokedAt ??= new Date()
     await ctx.em.flush()
     return { asset_share: serializeShare(share) }
@@ -119,7 +122,7 @@ export function registerShareRoutes({ routes }: RegisterApi) {
     if (share.expiresAt.getTime() <= Date.now()) throw new MamError('gone', `This link expired on ${iso(share.expiresAt)}`)
     const asset = share.asset
     // the anonymous caller learns nothing about ids: a deleted project or a vanished proxy reads like no share
-    if (asset.project.deleted || !playable(ctx, asset)) throw notFound('shared asset')
+    if (asset.project.deleted || !playable(asset)) throw notFound('shared asset')
     // the link is a capability: no shared cache keeps it, no referrer carries it on, no search engine lists it
     ctx.set('Cache-Control', 'private, no-store')
     ctx.set('Referrer-Policy', 'no-referrer')

@@ -6,6 +6,7 @@ import t from 'tap'
 import { asValue } from 'awilix'
 import { MediaTools } from '../../../core/media/tools.js'
 import { Launcher } from '../../../core/media/launcher.js'
+import { coreServices } from '../../../core/index.js'
 import { assertProblem, startTestServer, upload, waitForAsset, waitForJob, idsByName, createProject } from '../../../core/testing/index.js'
 import { makeStill, makeVideo, probe, timecodeOf } from '../../helpers/media.js'
 
@@ -101,7 +102,9 @@ t.test('the bundled npm binaries analyse video and build a playable low-res prox
 t.test('missing tools: 503 naming the tool, failed jobs with the reason, stills still work [sqlite]', async (t) => {
   const s = await startTestServer()
   t.teardown(() => s.close())
-  s.runtime.container.register('mediaTools', asValue(new MediaTools({ PATH: '' }, {})))
+  // under the ref's id, which the assets plugin resolves, and the legacy key, for code that still uses it
+  const missing = new MediaTools({ PATH: '' }, {})
+  s.runtime.container.register({ [coreServices.mediaTools.id]: asValue(missing), mediaTools: asValue(missing) })
 
   const gen = path.join(s.dataDir, 'gen')
   const clip = await makeVideo(path.join(gen, 'clip.mov'))

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import path from 'node:path'
 import t from 'tap'
 import { openInside } from '../../../core/storage/paths.js'
+import { coreServices, type ServiceRef } from '../../../core/index.js'
 import { withOriginal } from '../../../plugins/assets/originals.js'
 
 /**
@@ -29,7 +30,7 @@ t.test('openInside reads the checked file; withOriginal hides its private paths'
   await t.rejects(openInside(root, 'Shoot/clip.mov', 'asset 1 (Shoot/clip.mov)'), { status: 403, permanent: true, message: 'The file of asset 1 (Shoot/clip.mov) leads outside its storage; it is not read' })
 
   const config = { dataDir: path.join(dir, 'data') }
-  const ctx = { resolve: (name: string): any => (name === 'config' ? config : { pathOf: () => root }) }
+  const ctx = { resolve: (ref: ServiceRef<unknown>): any => (ref.id === coreServices.config.id ? config : { pathOf: () => root }) }
   await writeFile(path.join(root, 'Shoot', 'take.mov'), 'take two')
   const asset = { id: 2, path: 'Shoot/take.mov', name: 'take.mov', project: {} } as any
   let tool = ''
