@@ -7,7 +7,7 @@ import { assetJob } from './service.js'
 import { withOriginal } from './originals.js'
 import type { ProxyStore } from './proxy-store.js'
 import { buildProxies, burnTimecode, DEFAULT_PROXY_SETTINGS, type ProxySettings } from './proxies.js'
-import { makeDirs } from '../../core/index.js'
+import { faultOf, makeDirs } from '../../core/index.js'
 
 export const settingsOf = (config: MamConfig): ProxySettings => ({ ...DEFAULT_PROXY_SETTINGS, ...(config.plugins.assets?.proxy as Partial<ProxySettings> | undefined) })
 
@@ -64,9 +64,12 @@ export function defineProxyJobs(jobs: JobRegistrar, encodeConcurrency: number) {
         asset.proxyError = null
         ctx.count(1, 0)
       } catch (err) {
-        asset.proxyState = 'failed'
-        asset.proxyError = (err as Error).message
-        ctx.count(0, 1)
+        // a full disk or the database away is handed back to run again later (core/jobs/runner.ts):
+        // the asset waits for its proxy, it did not fail
+        const retried = faultOf(err) !== undefined
+        asset.proxyState = retried ? 'pending' : 'failed'
+        asset.proxyError = retried ? null : (err as Error).message
+        if (!retried) ctx.count(0, 1)
         throw err
       } finally {
         await ctx.em.flush()
