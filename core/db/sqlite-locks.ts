@@ -6,7 +6,7 @@ import type { Knex } from '@mikro-orm/knex'
  * Waiting for another process's SQLite write lock (a CLI command, a backup, a second server)
  * without freezing this one. better-sqlite3 is synchronous: while SQLite's own busy handler waits
  * (`busy_timeout`), the event loop stands still and every request of the process waits with it.
- * So SQLite waits only SPIN_MS itself; past that a statement or a transaction that met the lock
+ * So SQLite waits only SQLITE_SPIN_MS itself; past that a statement or a transaction that met the lock
  * gives its connection back, waits asynchronously with a growing delay and tries again, until the
  * configured wait (`MAMKIT_DB_WAIT_MS`) has passed; then the busy error is thrown (503 with
  * Retry-After, core/errors.ts). Meanwhile the connection serves the other requests: reads never
@@ -16,7 +16,8 @@ import type { Knex } from '@mikro-orm/knex'
  * - a transaction begins with `BEGIN IMMEDIATE`, which takes the write lock before its first
  *   statement, so the lock can only be refused at BEGIN, before the transaction's callback ran:
  *   retried, the callback runs once. Inside a transaction no statement waits for the lock any more
- *   (it holds it), and none is retried on its own;
+ *   (it holds it), and none is retried on its own. The price: a transaction that only reads also
+ *   waits while another process writes (in this process every query shares one connection anyway);
  * - a single statement outside a transaction (autocommit) that got SQLITE_BUSY was rolled back by
  *   SQLite as a whole; a query of several statements (knex's schema builder) is not retried;
  * - the job runner's hot statements (core/db/hot.ts) are single autocommit statements.
@@ -91,7 +92,7 @@ export function waitForSqliteLocks(knex: Knex, waitMs: number): void {
           return await run.call(r)
         } catch (err) {
           // several statements may have written some; one on a connection it was given is its owner's to retry
-          if (builder._connection || Array.isArray(builder.toSQL())) final(err)
+          if (isSqliteBusy(err) && (builder._connection || Array.isArray(builder.toSQL()))) final(err)
           r.connection = undefined // knex released it: the next try takes one from the pool again
           throw err
         }

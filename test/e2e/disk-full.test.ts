@@ -9,7 +9,7 @@
  */
 import t from 'tap'
 import { execFile } from 'node:child_process'
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
@@ -176,20 +176,23 @@ for (const db of databaseKinds()) t.test(`a full data dir: writes answer 507, jo
   t.equal((await waitForAsset(server, token, video.id)).proxy_state, 'ready', 'a video with its proxy, made while there is space')
   await assertProxyPlays(t, server, video.id, 'before the fault')
 
-  // a proxy job and a packaging job queued while there is space, run once the disk is full
-  server.runtime.runner.pause()
+  // a proxy job and a packaging job queued while there is space, run once the disk is full: claiming
+  // paused, a claim round under way and the runs under way ended, so nothing frees space after the fill
+  const runner = server.runtime.runner
+  runner.pause()
+  await sleep(1000)
+  await waitFor('the runs under way to end', () => runner.state().running === 0, 60_000)
   const reencode = await server.request('POST', `/assets/${video.id}/reencode`, { token })
   t.equal(reencode.status, 202)
   const proxyJob: number = reencode.body.job.id
   const queuedPackage = await server.request('PUT', `/assets/${video.id}/prepare_download_highres`, { token })
   t.equal(queuedPackage.status, 202)
   const packageJob: number = queuedPackage.body.assetstate.job_id
+  t.same([(await jobRow(server, proxyJob)).state, (await jobRow(server, packageJob)).state], ['queued', 'queued'], 'both wait in the queue')
   // bytes only: folders can still be made, so the proxy job gets as far as ffmpeg writing its output
   await disk.fill({ inodes: false })
   const outside = (dir: string) => entries(path.join(disk.dir, dir))
   const before = { storage: await outside('storage'), proxies: await outside('proxies'), tmp: await outside('tmp'), state: await projectState(server, project.id) }
-  const resumedAt = Date.now()
-  server.runtime.runner.resume()
 
   const up = await upload(server, project.id, '', 'second.bin', 2_000_000)
   assertProblem(t, up, 507)
@@ -206,6 +209,8 @@ for (const db of databaseKinds()) t.test(`a full data dir: writes answer 507, jo
   } else t.equal(prepared.status, 202, 'prepare_download_highres is queued: its rows live in PostgreSQL')
   t.equal((await server.request('GET', `/assets/${assetId}`, { token })).status, 200, 'reads keep working')
 
+  const resumedAt = Date.now()
+  runner.resume()
   if (server.db === 'postgresql') {
     // the proxy job meets the full disk (ffmpeg cannot write) and is handed back; the package writes nothing to the data dir and finishes
     await waitFor('the proxy job to meet the full disk', async () => {
@@ -217,8 +222,8 @@ for (const db of databaseKinds()) t.test(`a full data dir: writes answer 507, jo
     t.equal((await waitForJob(server, token, prepared.body.assetstate.job_id, { route: '/asset_status' })).state, 'finished', 'so does the one prepared while the disk is full')
   } else await sleep(2000) // the runner's claims are writes too: SQLite refuses them, and the jobs wait in the queue
   // what a run leaves once it ended: claiming paused and the runs under way over (one retries every 300 ms)
-  server.runtime.runner.pause()
-  await waitFor('the runs under way to end', () => server.runtime.runner.state().running === 0, 60_000)
+  runner.pause()
+  await waitFor('the runs under way to end', () => runner.state().running === 0, 60_000)
   const proxyRow = await jobRow(server, proxyJob)
   t.match(proxyRow, { state: /queued|running/, attempts: /^[01]$/ }, 'the proxy job waits to retry; its attempts are not used up')
   const waiting = (await server.request('GET', `/assets/${video.id}`, { token })).body.asset
@@ -231,7 +236,7 @@ for (const db of databaseKinds()) t.test(`a full data dir: writes answer 507, jo
   t.same(await outside('storage'), [...before.storage, ...madeMeanwhile].sort(), 'no partial file in the storage')
   t.same(await projectState(server, project.id), before.state, 'sizes and assets unchanged')
 
-  server.runtime.runner.resume()
+  runner.resume()
   await disk.free()
   if (server.db === 'sqlite') {
     const result = await server.runtime.db.knex.raw('pragma integrity_check')
@@ -254,4 +259,24 @@ for (const db of databaseKinds()) t.test(`a full data dir: writes answer 507, jo
     const result = await server.runtime.db.knex.raw('pragma integrity_check')
     t.same(result.map((r: any) => r.integrity_check), ['ok'], 'SQLite integrity check after the jobs ran: ok')
   }
+})
+
+// Found here, not fixed yet (plugins/assets ingest and core/storage/journal): on a data dir with a
+// little room left, an upload's file and asset row are committed, then the analysis job cannot be
+// queued and the storage journal's entry cannot be deleted (SQLITE_FULL), and the request answers
+// 507 "nothing was stored" while the asset exists (and waits for an analysis never queued).
+t.test('an upload that fits while the database cannot grow: its answer tells what was stored', { skip, todo: 'a 507 after the asset was committed' }, async (t) => {
+  const disk = (await mountTmpfs(24 << 20, 2000)) as Tmpfs
+  t.teardown(() => disk.unmount())
+  const server = await startTestServer({ db: 'sqlite', dataDir: disk.dir })
+  t.teardown(() => server.close())
+  const project = (await server.request('POST', '/projects', { token: server.admin.token, json: { name: 'Little room' } })).body.project
+  await disk.fill({ inodes: false })
+  // 256 KB of room: the upload fits, the database's later writes do not all fit
+  const filler = path.join(disk.dir, '.filler-0')
+  await truncate(filler, (await stat(filler)).size - 262_144)
+  const reply = await upload(server, project.id, '', 'fits.bin', 100_000)
+  const assets = (await server.request('GET', `/projects/${project.id}/assets`, { token: server.admin.token })).body.assets
+  const stored = assets.some((a: any) => a.name === 'fits.bin')
+  t.ok(reply.status === 201 ? stored : !stored, `answered ${reply.status} (${reply.body?.code ?? ''}) while the asset ${stored ? 'was' : 'was not'} stored`)
 })
