@@ -1,6 +1,7 @@
 import type { Knex } from '@mikro-orm/knex'
 import type { Dialect } from './orm.js'
 import { FROM_DATABASE } from '../errors.js'
+import { retryWhileBusy, sqliteWaitOf } from './sqlite-locks.js'
 
 /**
  * A statement run straight on the driver, for the few hot paths where knex's query building and
@@ -30,7 +31,14 @@ export class HotStatement {
   }
 
   /** the rows the statement returns (none for a statement without RETURNING) */
-  async run<T = any>(params: unknown[]): Promise<T[]> {
+  run<T = any>(params: unknown[]): Promise<T[]> {
+    // SQLite: another process's write lock is waited for with the connection given back
+    // (sqlite-locks.ts); a single autocommit statement refused the lock wrote nothing
+    const waitMs = sqliteWaitOf(this.knex)
+    return waitMs === undefined ? this.runOnce(params) : retryWhileBusy(waitMs, () => this.runOnce<T>(params))
+  }
+
+  private async runOnce<T = any>(params: unknown[]): Promise<T[]> {
     const client = this.knex.client as any
     const conn = await client.acquireConnection() // knex's: its errors are marked as the database's (orm.ts)
     try {

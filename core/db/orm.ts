@@ -5,6 +5,7 @@ import { PostgreSqlDriver } from '@mikro-orm/postgresql'
 import type { EntityManager as SqlEntityManager } from '@mikro-orm/knex'
 import type { Knex } from '@mikro-orm/knex'
 import { FROM_DATABASE } from '../errors.js'
+import { SQLITE_SPIN_MS, waitForSqliteLocks } from './sqlite-locks.js'
 
 export type Dialect = 'sqlite' | 'postgresql'
 export type EntityManager = SqlEntityManager
@@ -208,8 +209,9 @@ export async function openDatabase(options: {
             afterCreate(conn: any, done: (err: Error | null, conn: unknown) => void) {
               // WAL lets a CLI command or a second server read and write beside a running one
               conn.pragma('journal_mode = WAL')
-              // a writer in another process (a CLI command, a backup) holding the lock longer: SQLITE_BUSY, answered 503
-              conn.pragma(`busy_timeout = ${Math.max(0, Math.floor(waitMs))}`)
+              // SQLite's own wait for another process's lock blocks the event loop: kept short, the
+              // rest of the wait is asynchronous (sqlite-locks.ts); past it SQLITE_BUSY, answered 503
+              conn.pragma(`busy_timeout = ${SQLITE_SPIN_MS}`)
               conn.pragma('synchronous = NORMAL')
               conn.pragma('foreign_keys = ON')
               done(null, conn)
@@ -229,6 +231,9 @@ export async function openDatabase(options: {
         })
   const knex = (orm.em as unknown as SqlEntityManager).getKnex()
   markDatabaseErrors(knex)
-  if (dialect === 'sqlite') cacheSqliteStatements(knex)
+  if (dialect === 'sqlite') {
+    cacheSqliteStatements(knex)
+    waitForSqliteLocks(knex, Math.max(0, waitMs))
+  }
   return { orm, dialect, knex, close: () => orm.close(true) }
 }

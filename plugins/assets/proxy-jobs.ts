@@ -1,6 +1,6 @@
 import { mkdir, rm } from 'node:fs/promises'
 import path from 'node:path'
-import { coreServices, makeDirs, type JobRegistrar, type JobContext } from '../../core/index.js'
+import { coreServices, faultOf, makeDirs, type JobRegistrar, type JobContext } from '../../core/index.js'
 import { assetProxyReady } from './events.js'
 import { Asset } from './entities.js'
 import { assetJob } from './service.js'
@@ -78,10 +78,13 @@ export function defineProxyJobs(jobs: JobRegistrar, encodeConcurrency: number, p
         await ctx.em.flush()
         await recordReady(ctx, asset)
       } catch (err) {
-        asset.proxyState = 'failed'
-        asset.proxyError = (err as Error).message
+        // a full disk or the database away is handed back to run again later (core/jobs/runner.ts):
+        // the asset waits for its proxy, it did not fail
+        const retried = faultOf(err) !== undefined
+        asset.proxyState = retried ? 'pending' : 'failed'
+        asset.proxyError = retried ? null : (err as Error).message
         await ctx.em.flush()
-        ctx.count(0, 1)
+        if (!retried) ctx.count(0, 1)
         throw err
       }
       // a crash from here until the job settles repeats the job, and with it the event (at least once)

@@ -1,5 +1,5 @@
 import { createWriteStream } from 'node:fs'
-import { rename, rm, stat } from 'node:fs/promises'
+import { rename, rm, rmdir, stat } from 'node:fs/promises'
 import path from 'node:path'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
@@ -61,17 +61,32 @@ export class ProxyStore {
     await pipeline(await this.openPlain(asset, kind), createWriteStream(target))
   }
 
-  /** encrypts plaintext proxies into the asset's folder; returns kind → file name */
+  /**
+   * Encrypts plaintext proxies into the asset's folder; returns kind → file name. Should one fail (a
+   * full disk), the files this call added and the folders it made are removed: none is in the row
+   * yet. A file it replaced stays replaced (same name, same key: a whole, newer proxy).
+   */
   async store(asset: Asset, plain: Record<string, string>): Promise<Record<string, string>> {
     const key = this.keyOf(asset)
     const layout = asset.proxyVersion || PROXY_LAYOUT
     const dir = this.dirOf(asset, layout)
-    await makeDirs(dir)
+    const madeDir = await makeDirs(dir)
     const stored: Record<string, string> = {}
-    for (const [kind, file] of Object.entries(plain)) {
-      const name = `${kind}${path.extname(file)}.enc`
-      await encryptFile(key, file, path.join(dir, name))
-      stored[kind] = name
+    const added: string[] = []
+    try {
+      for (const [kind, file] of Object.entries(plain)) {
+        const name = `${kind}${path.extname(file)}.enc`
+        const target = path.join(dir, name)
+        const existed = await stat(target).then(() => true, () => false)
+        await encryptFile(key, file, target)
+        if (!existed) added.push(target)
+        stored[kind] = name
+      }
+    } catch (err) {
+      for (const file of added) await rm(file, { force: true }).catch(() => {})
+      // emptied folders only, deepest first: another asset's job may share the shard folder meanwhile
+      if (madeDir) for (let d = dir; d.startsWith(madeDir); d = path.dirname(d)) if (!(await rmdir(d).then(() => true, () => false))) break
+      throw err
     }
     asset.proxyVersion = layout
     return stored

@@ -12,8 +12,11 @@ const run = promisify(execFile)
  */
 export interface Tmpfs {
   dir: string
-  /** fills every byte and every inode left with files named `.filler-*` */
-  fill(): Promise<void>
+  /**
+   * fills every byte and every inode left with files named `.filler-*`; `{ inodes: false }` leaves
+   * the inodes, so folders and empty files can still be made and only writing bytes fails
+   */
+  fill(options?: { inodes?: boolean }): Promise<void>
   /** removes the fillers */
   free(): Promise<void>
   unmount(): Promise<void>
@@ -30,7 +33,7 @@ export async function mountTmpfs(sizeBytes: number, inodes = 2000): Promise<Tmpf
   let n = 0
   return {
     dir,
-    async fill() {
+    async fill({ inodes: andInodes = true } = {}) {
       // bytes first, in shrinking chunks down to a page, then the inodes left
       const file = await open(path.join(dir, `.filler-${n++}`), 'w')
       try {
@@ -45,7 +48,7 @@ export async function mountTmpfs(sizeBytes: number, inodes = 2000): Promise<Tmpf
       } finally {
         await file.close()
       }
-      for (;;) {
+      while (andInodes) {
         try {
           await writeFile(path.join(dir, `.filler-${n++}`), '', { flag: 'wx' })
         } catch (err) {
