@@ -1,6 +1,6 @@
 import { rm } from 'node:fs/promises'
 import path from 'node:path'
-import { coreServices, type JobRegistrar, type JobContext } from '../../core/index.js'
+import { coreServices, defineJob, Type, type JobRegistrar, type JobContext } from '../../core/index.js'
 import { AssetState, PACKAGE_TTL_MS } from './downloads.js'
 import type { Asset } from './entities.js'
 import { withOriginal } from './originals.js'
@@ -13,6 +13,7 @@ import type { HashResult, HashTask } from './workers/hash.js'
 import { zipLayout } from './zip-stream.js'
 
 const CLEANUP_EVERY_MS = 3600_000
+const expireDownloads = defineJob('assets.expire-downloads', Type.Object({}, { additionalProperties: false }))
 /** expired states answer 410 for a week, then their rows go */
 const KEEP_EXPIRED_MS = 7 * 86_400_000
 
@@ -81,14 +82,14 @@ export function defineDownloadJobs(jobs: JobRegistrar, proxySettings: () => Prox
     },
   })
 
-  // removes states a week after they expired, then schedules its next run
-  jobs.define('assets.expire-downloads', {
+  // removes states a week after they expired, every hour (the first run a minute after the chain starts)
+  jobs.define(expireDownloads, {
     kind: 'generic',
     concurrency: 1,
     async handler(ctx) {
       const removed = await ctx.em.nativeDelete(AssetState, { expiresAt: { $lte: new Date(Date.now() - KEEP_EXPIRED_MS) } })
-      await ctx.resolve(coreServices.jobs).enqueue('assets.expire-downloads', {}, { runAt: new Date(Date.now() + CLEANUP_EVERY_MS) })
       return { removed }
     },
   })
+  jobs.schedule(expireDownloads, CLEANUP_EVERY_MS, { firstAfterMs: 60_000 })
 }

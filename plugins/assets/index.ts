@@ -76,8 +76,5 @@ export const assetsPlugin = definePlugin({
     // uploads cut short by a crash are undone (projects runs the journal's repairs once every plugin started)
     resolve(assetServices.ingest).defineRepair()
     resolve(assetServices.destroyer).defineRepair()
-    // the clean-up of expired downloads reschedules itself; start the chain once
-    const pending = await resolve(coreServices.knex)('jobs').where({ type: 'assets.expire-downloads' }).whereIn('state', ['queued', 'running']).first()
-    if (!pending) await resolve(coreServices.jobs).enqueue('assets.expire-downloads', {}, { runAt: new Date(Date.now() + 60_000) })
   },
 })
