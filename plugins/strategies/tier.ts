@@ -1,15 +1,17 @@
 import { mkdir, readdir, readlink, rm, rmdir, symlink } from 'node:fs/promises'
 import path from 'node:path'
 import { Project, projectScope, type ProjectGuards, type ProjectService } from '../projects/index.js'
-import { ACTIVE, readAll, verify, type ArchiveService, type RunContext } from './archive.js'
+import { ACTIVE, type ArchiveService, type RunContext } from './archive.js'
 import { DiskTarget } from './targets/disk.js'
-import { sameSums, sumsOf } from './targets/types.js'
+import { copyVerified, type SourceFile } from './transfer.js'
 
-import { MamError, conflict, identityOf, moveExclusive, notFound, openInside, sameFile, type EntityManager, type FileIdentity, type JournalEntry, type Knex, type StorageJournal, type StorageRegistry } from '../../core/index.js'
+import { MamError, conflict, identityOf, moveExclusive, notFound, sameFile, type EntityManager, type FileIdentity, type JournalEntry, type Knex, type StorageJournal, type StorageRegistry } from '../../core/index.js'
 
 export const TIER_KIND = 'strategies.tier'
 /** the hidden folder on the target storage a project is copied into before it takes its name there */
 const stagingName = (projectId: number) => `.mamkit-tier-${projectId}`
+/** files copied, flushed and verified together */
+const PAGE = 64
 
 /** what a repair decides from: where the project was and goes, and the identities of both trees */
 interface TierIntent {
@@ -125,33 +127,39 @@ export class TierService {
     })
   }
 
-  /** copies and verifies every file (size and SHA-256 read back), recreates folders and symlinks */
+  /**
+   * Copies and verifies every file (one pass each through the hasher, flushed a page at a time,
+   * then read back: size and SHA-256 against what was read), recreates folders and symlinks.
+   * Any file that cannot be copied fails the move (all or nothing; the staging copy is rolled back).
+   */
   private async copyTree(source: string, staging: string, ctx: RunContext): Promise<{ files: number; bytes: number }> {
     const target = new DiskTarget(staging)
     let files = 0
     let bytes = 0
     let total = 0
     for await (const e of tree(source)) if (e.kind === 'file') total++
+    let page: Array<SourceFile<string>> = []
+    const flush = async () => {
+      const outcomes = await copyVerified(target, page, { check: 'fingerprint', signal: ctx.signal, reuse: false })
+      page = []
+      for (const o of outcomes) {
+        if (o.error) throw o.error
+        files++
+        bytes += o.sums.size
+      }
+      ctx.progress(files / Math.max(1, total))
+    }
     for await (const e of tree(source)) {
       ctx.signal.throwIfAborted()
       const to = path.join(staging, ...e.path.split('/'))
       if (e.kind === 'dir') await mkdir(to, { recursive: true })
       else if (e.kind === 'link') await symlink(await readlink(path.join(source, ...e.path.split('/'))), to)
       else {
-        const opened = await openInside(source, e.path, `file ${e.path}`)
-        try {
-          const sums = await sumsOf(readAll(opened.handle))
-          const sent = await target.put(e.path, readAll(opened.handle), sums, ctx.signal)
-          if (!sameSums(sent, sums)) throw new Error(`${e.path} changed while it was copied`)
-          await verify(target, e.path, sums, 'fingerprint', ctx.signal)
-          files++
-          bytes += sums.size
-          ctx.progress(files / Math.max(1, total))
-        } finally {
-          await opened.close()
-        }
+        page.push({ item: e.path, root: source, path: e.path, key: e.path })
+        if (page.length >= PAGE) await flush()
       }
     }
+    if (page.length) await flush()
     return { files, bytes }
   }
 

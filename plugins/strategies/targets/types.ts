@@ -24,8 +24,15 @@ export interface Head {
  */
 export interface Target {
   readonly kind: 'disk' | 's3'
+  /**
+   * The checksums must be known before the first byte is sent (S3 stores them as object metadata,
+   * set when an upload starts); a disk target keeps them in the manifest and can take them after.
+   */
+  readonly needsSumsFirst: boolean
   /** `sums` are the source's checksums, known before the first byte is sent (stored with the object) */
   put(key: string, source: Readable, sums: Sums, signal?: AbortSignal): Promise<Sums>
+  /** several puts made durable together (see PutBatch) */
+  batch(): PutBatch
   head(key: string): Promise<Head | null>
   get(key: string, signal?: AbortSignal): Promise<Readable>
   delete(key: string): Promise<void>
@@ -36,6 +43,24 @@ export interface Target {
   /** removes every object below `prefix` */
   deletePrefix(prefix: string): Promise<void>
   close(): Promise<void>
+}
+
+/**
+ * Puts that become visible and durable together at `commit`: a disk target writes each object to a
+ * temporary name, and the commit flushes them all (several fsyncs at once, which the file system
+ * joins), renames them into place and flushes each directory once, instead of one sync and rename
+ * per object. An S3 upload is durable when it is done, so there a batch is plain puts. Until
+ * `commit` resolves, no object of the batch may be trusted (nor anything released for it).
+ */
+export interface PutBatch {
+  /** like Target.put; `sums` may be null where the target does not need them first (returns what was written) */
+  put(key: string, source: Readable, sums: Sums | null, signal?: AbortSignal): Promise<Sums>
+  /** an object put in this batch that must not appear after all (its source changed while it was sent) */
+  drop(key: string): Promise<void>
+  /** makes what was put durable under its key; the keys that could not be (a full disk …) with their error */
+  commit(): Promise<Map<string, Error>>
+  /** removes what was put and not committed */
+  abort(): Promise<void>
 }
 
 /** a pass-through that hashes what flows through it */
