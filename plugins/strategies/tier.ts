@@ -113,6 +113,8 @@ export class TierService {
       await this.journal.update(entry, intent)
 
       const copied = await this.copyTree(source, staging, ctx)
+      // stopped while the last page was verified: still before the switch, so it rolls back
+      ctx.signal.throwIfAborted()
       const final = path.join(targetRoot, project.folder)
       await mkdir(path.dirname(final), { recursive: true })
       await moveExclusive(staging, final, true).catch((err) => {
