@@ -5,13 +5,15 @@ import { ACTIVE, type ArchiveService, type RunContext } from './archive.js'
 import { DiskTarget } from './targets/disk.js'
 import { copyVerified, type SourceFile } from './transfer.js'
 
-import { MamError, conflict, identityOf, moveExclusive, notFound, sameFile, type EntityManager, type FileIdentity, type JournalEntry, type Knex, type StorageJournal, type StorageRegistry } from '../../core/index.js'
+import { MamError, conflict, identityOf, isUniqueViolation, moveExclusive, notFound, sameFile, type EntityManager, type FileIdentity, type JournalEntry, type Knex, type StorageJournal, type StorageRegistry } from '../../core/index.js'
 
 export const TIER_KIND = 'strategies.tier'
 /** the hidden folder on the target storage a project is copied into before it takes its name there */
 const stagingName = (projectId: number) => `.mamkit-tier-${projectId}`
 /** files copied, flushed and verified together */
 const PAGE = 64
+/** a claim this old that never got its job (the process died between the two) is taken over */
+const CLAIM_GRACE_MS = 5 * 60_000
 
 /** what a repair decides from: where the project was and goes, and the identities of both trees */
 interface TierIntent {
@@ -75,6 +77,46 @@ export class TierService {
       throw conflict(`Project "${project.name}" is ${s.bytes_released > 0 ? 'archived (its files are on the archive target)' : `being archived (${s.state})`}; it cannot move to another storage now`, { state: s.state })
     const taken = await this.knex('projects').where({ storage, folder: project.folder }).whereNot({ id: project.id }).first('id')
     if (taken) throw conflict(`The folder "${project.folder}" is taken on storage "${storage}" by project ${taken.id}`, { errors: [{ param: 'storage', message: 'has a project with this folder name' }] })
+  }
+
+  /**
+   * Claims the project for one move. The unique claim row per project makes two requests meet: one
+   * inserts it, the other finds it and gets a 409, unless that claim is over: its job ended
+   * (finished, failed, cancelled) or never came (no job after CLAIM_GRACE_MS). The one request whose
+   * delete removes an old claim inserts anew; the others meet that one. Returns the claim's id.
+   */
+  async claim(projectId: number, storage: string): Promise<number> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const now = new Date()
+      try {
+        const [row] = await this.knex('tier_claims').insert({ project_id: projectId, storage, job_id: null, created_at: now, updated_at: now }).returning('id')
+        return Number(typeof row === 'object' ? row.id : row)
+      } catch (err) {
+        if (!isUniqueViolation(err)) throw err
+      }
+      const held = await this.knex('tier_claims').where({ project_id: projectId }).first()
+      if (!held) continue
+      const jobId = held.job_id === null ? null : Number(held.job_id)
+      const live = jobId === null ? Date.now() - new Date(held.created_at).getTime() < CLAIM_GRACE_MS : Boolean(await this.knex('jobs').where({ id: jobId }).whereIn('state', ['queued', 'running']).first('id'))
+      if (live) throw conflict(`Project ${projectId} is being moved to storage "${held.storage}" already${jobId === null ? '' : ` (job ${jobId})`}`, { job_id: jobId })
+      await this.knex('tier_claims').where({ id: held.id }).delete()
+    }
+    throw conflict(`Project ${projectId} is being moved to another storage by another request`)
+  }
+
+  /** the claim's job is queued */
+  async claimed(claimId: number, jobId: number): Promise<void> {
+    await this.knex('tier_claims').where({ id: claimId }).update({ job_id: jobId, updated_at: new Date() })
+  }
+
+  /** claims whose jobs were not queued after all */
+  async unclaim(claimIds: number[]): Promise<void> {
+    if (claimIds.length) await this.knex('tier_claims').whereIn('id', claimIds).delete()
+  }
+
+  /** the job is done with the project; a failed job's claim stays until a new request finds it over */
+  async release(projectId: number, jobId: number): Promise<void> {
+    await this.knex('tier_claims').where({ project_id: projectId, job_id: jobId }).delete()
   }
 
   /** projects a policy takes: not used (or created) since the cutoff, not on `storage`, at most `limit` */
