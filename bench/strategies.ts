@@ -56,19 +56,37 @@ async function project(s: TestServer, name: string, files: Record<string, number
   return { id, root }
 }
 
-async function timeArchive(s: TestServer, id: number, strategy: number, direction: 'archive' | 'unarchive') {
+/** a request, once more when a kept-alive connection the server closed meanwhile was reset (the request never arrived) */
+async function request(s: TestServer, ...args: Parameters<TestServer['request']>) {
+  try {
+    return await s.request(...args)
+  } catch (err) {
+    if ((err as any)?.cause?.code !== 'ECONNRESET') throw err
+    return s.request(...args)
+  }
+}
+
+/** time until the state rests; `stages` collects how long each state lasted (polled every 20 ms) */
+async function timeArchive(s: TestServer, id: number, strategy: number, direction: 'archive' | 'unarchive', stages?: Map<string, number>) {
   const t0 = performance.now()
-  const r = await s.request('PUT', `/projects/${id}/${direction}`, { token: s.user.token, json: direction === 'archive' ? { strategy } : {} })
+  const r = await request(s, 'PUT', `/projects/${id}/${direction}`, { token: s.user.token, json: direction === 'archive' ? { strategy } : {} })
   if (r.status !== 202) throw new Error(r.text)
+  let last = { state: 'queued', at: t0 }
   for (;;) {
     const st = await s.runtime.db.knex('archive_states').where({ project_id: id }).first('state', 'error')
+    const now = performance.now()
+    if (st.state !== last.state) {
+      stages?.set(last.state, (stages.get(last.state) ?? 0) + now - last.at)
+      last = { state: st.state, at: now }
+    }
     if (['archived', 'online', 'failed'].includes(st.state)) {
       if (st.state === 'failed') throw new Error(st.error)
-      return performance.now() - t0
+      return now - t0
     }
     await new Promise((res) => setTimeout(res, 20))
   }
 }
+const timeline = (stages: Map<string, number>) => [...stages].map(([k, ms]) => `${k} ${(ms / 1000).toFixed(1)} s`).join(', ')
 
 /** `cp -r` + `sync` of a tree into `into` (removed after) */
 function timeCp(from: string, into: string) {
@@ -138,16 +156,17 @@ try {
     for (let i = 0; i < SMALL; i++) small[`s/${Math.floor(i / 100)}/f${i}.bin`] = 4096
     const q = await project(s, 'Small', small)
     const cpMs = timeCp(q.root, path.join(targets, 'cp-small'))
-    const smallMs = await timeArchive(s, q.id, disk, 'archive')
+    const stages = new Map<string, number>()
+    const smallMs = await timeArchive(s, q.id, disk, 'archive', stages)
     const smallBack = await timeArchive(s, q.id, disk, 'unarchive')
-    console.log(`disk, ${SMALL} files of 4 KiB: cp -r + sync ${perSecond(SMALL, cpMs)}; archive ${perSecond(SMALL, smallMs)} = ${ratio(cpMs, smallMs)}; restore ${perSecond(SMALL, smallBack)} = ${ratio(cpMs, smallBack)}; load average ${load()}`)
+    console.log(`disk, ${SMALL} files of 4 KiB: cp -r + sync ${perSecond(SMALL, cpMs)}; archive ${perSecond(SMALL, smallMs)} = ${ratio(cpMs, smallMs)} (${timeline(stages)}); restore ${perSecond(SMALL, smallBack)} = ${ratio(cpMs, smallBack)}; load average ${load()}`)
   }
 
   if (ONLY.has('tier')) {
     const cpMs = timeCp(p.root, path.join(slow, 'cp'))
     const move = async (storage: string) => {
       const t0 = performance.now()
-      const r = await s.request('POST', '/projects/tier', { token: s.admin.token, json: { project_id: p.id, storage } })
+      const r = await request(s, 'POST', '/projects/tier', { token: s.admin.token, json: { project_id: p.id, storage } })
       if (r.status !== 202) throw new Error(r.text)
       await waitJob(s, r.body.job.id)
       return performance.now() - t0

@@ -1,13 +1,11 @@
 import { randomBytes } from 'node:crypto'
-import { createWriteStream } from 'node:fs'
-import { lstat, mkdir, open, readdir, rm, unlink } from 'node:fs/promises'
+import { lstat, mkdir, open, readdir, rm, unlink, type FileHandle } from 'node:fs/promises'
 import { Readable } from 'node:stream'
 import path from 'node:path'
-import { pipeline } from 'node:stream/promises'
 import type { Logger } from 'pino'
 import type { ProjectService } from '../projects/index.js'
 import type { StrategyRow, StrategyService } from './strategies.js'
-import { Hasher, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
+import { sameSums, sumsOf, writeHashed, type Sums, type Target } from './targets/types.js'
 import { projectArchived, projectUnarchived } from './events.js'
 import { FileError, PARALLEL, copyVerified, readAll, verify, type TransmissionCheck } from './transfer.js'
 import { eachLimit, retryTransient } from './concurrency.js'
@@ -483,7 +481,7 @@ export class ArchiveService {
       const page = await this.knex('archive_files').where({ project_id: s.project_id, state: 'released' }).andWhere('id', '>', lastId).orderBy('id').limit(BATCH)
       if (!page.length) break
       lastId = Number(page[page.length - 1].id)
-      const staged: Array<{ f: any; temp: string; file: string }> = []
+      const staged: Array<{ f: any; temp: string; file: string; handle: FileHandle }> = []
       const errors = new Map<number, string>()
       const back: Array<{ f: any; mtimeMs: number }> = []
       try {
@@ -496,7 +494,10 @@ export class ArchiveService {
           }
         })
         // the bytes reach the device before any name points at them
-        await eachLimit(staged, 8, ({ temp }) => fsyncFile(temp, 'r+'))
+        await eachLimit(staged, 8, async (one) => {
+          await one.handle.sync()
+          await one.handle.close()
+        })
         const dirs = new Set<string>()
         for (const { f, temp, file } of staged) {
           try {
@@ -509,7 +510,10 @@ export class ArchiveService {
         }
         for (const dir of dirs) await fsyncFile(dir, 'r')
       } finally {
-        for (const { temp } of staged) await rm(temp, { force: true })
+        for (const { temp, handle } of staged) {
+          await handle.close().catch(() => {})
+          await rm(temp, { force: true })
+        }
       }
       const now = new Date()
       await this.knex.transaction(async (trx) => {
@@ -533,20 +537,20 @@ export class ArchiveService {
     return { restored, failed }
   }
 
-  /** the archived copy of one file into a temporary beside its place, hashed on the way and checked */
-  private async fetchRestore(s: StateRow, target: Target, root: string, f: any, signal: AbortSignal): Promise<{ temp: string; file: string }> {
+  /** the archived copy of one file into a temporary beside its place (left open for the page's fsync), hashed on the way and checked */
+  private async fetchRestore(s: StateRow, target: Target, root: string, f: any, signal: AbortSignal): Promise<{ temp: string; file: string; handle: FileHandle }> {
     const file = path.join(root, ...relativeSegments(f.path, 'path'))
     const dir = path.dirname(file)
     await mkdir(dir, { recursive: true })
     const want: Sums = { size: Number(f.size), sha256: f.sha256, crc32: f.crc32 }
     const temp = path.join(dir, `${RESTORE_PREFIX}${randomBytes(6).toString('hex')}`)
+    const handle = await open(temp, 'wx')
     try {
-      const hasher = new Hasher()
-      await pipeline(await target.get(objectKey(s.archive_key, f.path), signal), hasher, createWriteStream(temp, { flags: 'wx' }), { signal })
-      const got = hasher.sums()
+      const got = await writeHashed(handle, await target.get(objectKey(s.archive_key, f.path), signal), signal)
       if (!sameSums(got, want)) throw new FileError(`the archived copy of ${f.path} hashes to ${got.sha256} (${got.size} bytes), not to ${want.sha256} (${want.size} bytes) as archived; the file stays archived`)
-      return { temp, file }
+      return { temp, file, handle }
     } catch (err) {
+      await handle.close()
       await rm(temp, { force: true })
       throw err
     }

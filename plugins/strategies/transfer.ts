@@ -1,4 +1,4 @@
-import type { BigIntStats } from 'node:fs'
+import type { Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { Readable } from 'node:stream'
 import { MamError, openInside } from '../../core/index.js'
@@ -51,6 +51,8 @@ export function readAll(handle: FileHandle, sizeHint?: number): Readable {
         if (!bytesRead) return
         pos += bytesRead
         yield buf.subarray(0, bytesRead)
+        // a short read of a regular file is its end (one read per small file, not two)
+        if (bytesRead < buf.length) return
       }
     })(),
     { objectMode: false },
@@ -78,13 +80,14 @@ export interface CopyOptions {
   onRetry?: (err: unknown, what: string) => void
 }
 
-const changed = (a: BigIntStats, b: BigIntStats) => a.size !== b.size || a.mtimeNs !== b.mtimeNs || a.ctimeNs !== b.ctimeNs
+/** size, modification and change time (to the sub-microsecond the stat gives) */
+const changed = (a: Stats, b: Stats) => a.size !== b.size || a.mtimeMs !== b.mtimeMs || a.ctimeMs !== b.ctimeMs
 
 /**
  * Copies files to a target in one pass each and verifies them: every file is opened inside its root
  * (never a symlink out of it) and streamed through the hasher into one batch of the target (a few
  * at once), so the bytes sent are the bytes hashed; the original must be unchanged afterwards (size,
- * modification and change time to the nanosecond, and its known checksums). A target that stores the
+ * modification and change time, and its known checksums). A target that stores the
  * checksums with the object (S3) has the file hashed first when they are not known. The batch is
  * then committed (durable: see PutBatch), and only then each copy is verified per `check`, a few
  * read-backs at once. Transient target errors are retried per file with a bounded backoff.
@@ -136,7 +139,7 @@ async function copyOne<T>(target: Target, batch: ReturnType<Target['batch']>, fi
     throw err
   })
   try {
-    const before = await opened.handle.stat({ bigint: true })
+    const before = opened.stats
     const size = opened.stats.size
     const mtimeMs = Math.floor(opened.stats.mtimeMs)
     const known = file.known && file.known.size === size && file.known.mtimeMs === mtimeMs ? file.known.sums : null
@@ -149,7 +152,7 @@ async function copyOne<T>(target: Target, batch: ReturnType<Target['batch']>, fi
         return { sums, size, mtimeMs, reused: true }
     }
     const got = await batch.put(file.key, readAll(opened.handle, size), sums, options.signal)
-    const after = await opened.handle.stat({ bigint: true })
+    const after = await opened.handle.stat()
     if (changed(before, after) || got.size !== size || (sums && !sameSums(got, sums))) {
       await batch.drop(file.key)
       throw new FileError(`${file.path} changed while it was copied; it is copied again on the next run`)

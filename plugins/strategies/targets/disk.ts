@@ -1,10 +1,8 @@
 import { randomBytes } from 'node:crypto'
-import { createReadStream, createWriteStream } from 'node:fs'
-import { mkdir, open, readdir, realpath, rename, rm, stat, unlink } from 'node:fs/promises'
+import { mkdir, open, readdir, realpath, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises'
 import path from 'node:path'
-import type { Readable } from 'node:stream'
-import { pipeline } from 'node:stream/promises'
-import { Hasher, type Head, type PutBatch, type Sums, type Target } from './types.js'
+import { Readable } from 'node:stream'
+import { writeHashed, type Head, type PutBatch, type Sums, type Target } from './types.js'
 import { eachLimit } from '../concurrency.js'
 
 import { MamError, isInside, relativeSegments } from '../../../core/index.js'
@@ -68,28 +66,39 @@ export class DiskTarget implements Target {
   }
 
   batch(): PutBatch {
-    // key → the temporary file it is written to and the file it becomes
-    const staged = new Map<string, { temp: string; file: string }>()
+    // key → the temporary file it is written to (still open, for the commit's fsync) and the file it becomes
+    const staged = new Map<string, { temp: string; file: string; handle: FileHandle }>()
+    // folders made by this batch already (a page of files mostly shares a few)
+    const made = new Set<string>()
     const remove = async (key: string) => {
       const s = staged.get(key)
       staged.delete(key)
-      if (s) await rm(s.temp, { force: true })
+      if (!s) return
+      await s.handle.close().catch(() => {})
+      await rm(s.temp, { force: true })
     }
     return {
       put: async (key, source, _sums, signal) => {
         const file = await this.file(key)
-        await mkdir(path.dirname(file), { recursive: true })
-        const temp = path.join(path.dirname(file), `${PART}${randomBytes(6).toString('hex')}`)
-        const hasher = new Hasher()
+        const dir = path.dirname(file)
+        const temp = path.join(dir, `${PART}${randomBytes(6).toString('hex')}`)
+        let handle: FileHandle | undefined
         try {
-          await pipeline(source, hasher, createWriteStream(temp, { flags: 'wx' }), { signal })
+          if (!made.has(dir)) {
+            await mkdir(dir, { recursive: true })
+            made.add(dir)
+          }
+          handle = await open(temp, 'wx')
+          const sums = await writeHashed(handle, source, signal)
+          if (staged.has(key)) await remove(key)
+          staged.set(key, { temp, file, handle })
+          return sums
         } catch (err) {
-          await rm(temp, { force: true })
+          source.destroy()
+          await handle?.close().catch(() => {})
+          if (handle) await rm(temp, { force: true })
           throw diskError(err, this.destination)
         }
-        if (staged.has(key)) await remove(key)
-        staged.set(key, { temp, file })
-        return hasher.sums()
       },
       drop: remove,
       commit: async () => {
@@ -97,13 +106,15 @@ export class DiskTarget implements Target {
         const entries = [...staged]
         staged.clear()
         // the data first, several files at once (the file system joins their journal commits) …
-        await eachLimit(entries, SYNCS_AT_ONCE, async ([key, { temp }]) => {
+        await eachLimit(entries, SYNCS_AT_ONCE, async ([key, { temp, handle }]) => {
           try {
-            await fsyncPath(temp, 'r+')
+            await handle.sync()
           } catch (err) {
             failed.set(key, diskError(err, this.destination) as Error)
-            await rm(temp, { force: true })
+          } finally {
+            await handle.close().catch(() => {})
           }
+          if (failed.has(key)) await rm(temp, { force: true })
         })
         // … then the names, and each directory once so the renames outlive a crash too
         const dirs = new Set<string>()
@@ -131,10 +142,32 @@ export class DiskTarget implements Target {
     return info?.isFile() ? { size: info.size } : null
   }
 
+  /** the object's bytes in reads of up to 1 MiB (a plain loop of reads: a missing object fails here, not in the stream) */
   async get(key: string): Promise<Readable> {
-    const file = await this.file(key)
-    await stat(file)
-    return createReadStream(file, { highWaterMark: 1 << 20 })
+    const handle = await open(await this.file(key), 'r')
+    const { size } = await handle.stat().catch(async (err) => {
+      await handle.close()
+      throw err
+    })
+    const chunk = Math.min(1 << 20, Math.max(16_384, size + 1))
+    return Readable.from(
+      (async function* () {
+        try {
+          for (let pos = 0; ; ) {
+            const buf = Buffer.allocUnsafe(chunk)
+            const { bytesRead } = await handle.read(buf, 0, buf.length, pos)
+            if (!bytesRead) return
+            pos += bytesRead
+            yield buf.subarray(0, bytesRead)
+            // a short read of a regular file is its end
+            if (bytesRead < buf.length) return
+          }
+        } finally {
+          await handle.close()
+        }
+      })(),
+      { objectMode: false },
+    )
   }
 
   async delete(key: string): Promise<void> {

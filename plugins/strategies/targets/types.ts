@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto'
+import type { FileHandle } from 'node:fs/promises'
 import { Transform, type Readable } from 'node:stream'
 import { crc32 } from 'node:zlib'
 
@@ -63,20 +64,54 @@ export interface PutBatch {
   abort(): Promise<void>
 }
 
-/** a pass-through that hashes what flows through it */
-export class Hasher extends Transform {
+/** our checksums of bytes as they come */
+export class Hashing {
   private readonly sha = createHash('sha256')
   private crc = 0
   bytes = 0
-  override _transform(chunk: Buffer, _enc: BufferEncoding, done: (err?: Error | null, data?: Buffer) => void) {
+  update(chunk: Buffer) {
     this.sha.update(chunk)
     this.crc = crc32(chunk, this.crc)
     this.bytes += chunk.length
-    done(null, chunk)
   }
   sums(): Sums {
     return { size: this.bytes, sha256: this.sha.digest('hex'), crc32: this.crc.toString(16).padStart(8, '0') }
   }
+}
+
+/** a pass-through that hashes what flows through it */
+export class Hasher extends Transform {
+  private readonly hashing = new Hashing()
+  get bytes() {
+    return this.hashing.bytes
+  }
+  override _transform(chunk: Buffer, _enc: BufferEncoding, done: (err?: Error | null, data?: Buffer) => void) {
+    this.hashing.update(chunk)
+    done(null, chunk)
+  }
+  sums(): Sums {
+    return this.hashing.sums()
+  }
+}
+
+/**
+ * Writes a stream to an open file, hashing it on the way: a plain loop of positional writes, several
+ * times faster per small file than a stream pipeline into an fs write stream.
+ */
+export async function writeHashed(handle: FileHandle, source: AsyncIterable<Buffer | Uint8Array>, signal?: AbortSignal): Promise<Sums> {
+  const hashing = new Hashing()
+  let at = 0
+  for await (const piece of source) {
+    signal?.throwIfAborted()
+    const chunk = Buffer.isBuffer(piece) ? piece : Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength)
+    hashing.update(chunk)
+    for (let off = 0; off < chunk.length; ) {
+      const { bytesWritten } = await handle.write(chunk, off, chunk.length - off, at)
+      off += bytesWritten
+      at += bytesWritten
+    }
+  }
+  return hashing.sums()
 }
 
 /** checksums of a whole stream (a read back, or a source before it is sent) */
