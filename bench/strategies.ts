@@ -1,15 +1,20 @@
 /**
  * Archive and restore throughput of the strategies plugin against plain copies of the same files,
- * in one run: a disk target (vs `cp -r`) and, when the Debian packages are installed, a real Ceph
- * RGW (vs lib-storage's Upload alone). Then files per second for many small files.
+ * in one run: a disk target (vs `cp -r` + `sync`, timed before and after the archive, the faster
+ * counts) and, when the Debian packages are installed, a real Ceph RGW (vs lib-storage's Upload
+ * alone). Files per second for many small files (vs `cp -r` + `sync` of them). A move between
+ * storages (`POST /projects/tier`) vs `cp -r` + `sync`. And the process's RSS, sampled every
+ * 100 ms, while a large project is archived and restored (the server runs in this process).
  *
- *   npx tsc -p . && node dist/bench/strategies.js [--mib 512] [--small 2000]
+ *   npx tsc -p . && node dist/bench/strategies.js [--mib 256] [--small 10000] [--large-gib 10] [--only disk,small,s3,tier,rss]
+ *
+ * `--large-gib 0` leaves the RSS run out; it needs twice that much free disk below the temp dir.
  */
 import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { createReadStream } from 'node:fs'
-import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { mkdir, mkdtemp, open, readdir, rm, writeFile } from 'node:fs/promises'
+import { loadavg, tmpdir } from 'node:os'
 import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3'
@@ -17,90 +22,204 @@ import { Upload } from '@aws-sdk/lib-storage'
 import { startTestServer, type TestServer } from '../core/testing/index.js'
 import { startRgw } from '../test/helpers/rgw.js'
 
-const { values } = parseArgs({ options: { mib: { type: 'string', default: '512' }, small: { type: 'string', default: '2000' } } })
+const { values } = parseArgs({ options: { mib: { type: 'string', default: '256' }, small: { type: 'string', default: '10000' }, 'large-gib': { type: 'string', default: '10' }, only: { type: 'string', default: 'disk,small,s3,tier,rss' } } })
 const MIB = Number(values.mib)
 const SMALL = Number(values.small)
-const rate = (bytes: number, ms: number) => `${((bytes / 1048576) / (ms / 1000)).toFixed(1)} MiB/s`
+const LARGE_GIB = Number(values['large-gib'])
+const ONLY = new Set(values.only.split(','))
+const mibs = (bytes: number, ms: number) => (bytes / 1048576) / (ms / 1000)
+const rate = (bytes: number, ms: number) => `${mibs(bytes, ms).toFixed(1)} MiB/s`
+const perSecond = (n: number, ms: number) => `${(n / (ms / 1000)).toFixed(0)} files/s`
+const ratio = (plainMs: number, ms: number) => `${(plainMs / ms).toFixed(2)}x`
+const load = () => loadavg().map((l) => l.toFixed(1)).join(' ')
 
+/** a project of the plain user with files of random bytes (large ones written in 16 MiB pieces, each a little different) */
 async function project(s: TestServer, name: string, files: Record<string, number>) {
   const r = await s.request('POST', '/projects', { token: s.user.token, json: { name } })
+  if (r.status !== 201) throw new Error(r.text)
   const id = r.body.project.id
   const root = (await s.request('GET', `/projects/${id}`, { token: s.admin.token })).body.project.path
-  const chunk = randomBytes(1 << 20)
+  const piece = randomBytes(16 << 20)
   for (const [f, size] of Object.entries(files)) {
     await mkdir(path.dirname(path.join(root, f)), { recursive: true })
-    const parts: Buffer[] = []
-    for (let left = size; left > 0; left -= chunk.length) parts.push(left >= chunk.length ? randomBytes(chunk.length) : randomBytes(left))
-    await writeFile(path.join(root, f), Buffer.concat(parts))
+    if (size <= 1 << 20) {
+      await writeFile(path.join(root, f), randomBytes(size))
+      continue
+    }
+    const handle = await open(path.join(root, f), 'w')
+    for (let at = 0; at < size; at += piece.length) {
+      randomBytes(64).copy(piece, 0)
+      await handle.write(piece, 0, Math.min(piece.length, size - at), at)
+    }
+    await handle.close()
   }
   return { id, root }
 }
 
-async function timeArchive(s: TestServer, id: number, strategy: number, direction: 'archive' | 'unarchive') {
+/** a request, once more when a kept-alive connection the server closed meanwhile was reset (the request never arrived) */
+async function request(s: TestServer, ...args: Parameters<TestServer['request']>) {
+  try {
+    return await s.request(...args)
+  } catch (err) {
+    if ((err as any)?.cause?.code !== 'ECONNRESET') throw err
+    return s.request(...args)
+  }
+}
+
+/** time until the state rests; `stages` collects how long each state lasted (polled every 20 ms) */
+async function timeArchive(s: TestServer, id: number, strategy: number, direction: 'archive' | 'unarchive', stages?: Map<string, number>) {
   const t0 = performance.now()
-  const r = await s.request('PUT', `/projects/${id}/${direction}`, { token: s.user.token, json: direction === 'archive' ? { strategy } : {} })
+  const r = await request(s, 'PUT', `/projects/${id}/${direction}`, { token: s.user.token, json: direction === 'archive' ? { strategy } : {} })
   if (r.status !== 202) throw new Error(r.text)
+  let last = { state: 'queued', at: t0 }
   for (;;) {
     const st = await s.runtime.db.knex('archive_states').where({ project_id: id }).first('state', 'error')
+    const now = performance.now()
+    if (st.state !== last.state) {
+      stages?.set(last.state, (stages.get(last.state) ?? 0) + now - last.at)
+      last = { state: st.state, at: now }
+    }
     if (['archived', 'online', 'failed'].includes(st.state)) {
       if (st.state === 'failed') throw new Error(st.error)
-      return performance.now() - t0
+      return now - t0
+    }
+    await new Promise((res) => setTimeout(res, 20))
+  }
+}
+const timeline = (stages: Map<string, number>) => [...stages].map(([k, ms]) => `${k} ${(ms / 1000).toFixed(1)} s`).join(', ')
+
+/** `cp -r` + `sync` of a tree into `into` (removed after) */
+function timeCp(from: string, into: string) {
+  const t0 = performance.now()
+  execFileSync('cp', ['-r', from, into])
+  execFileSync('sync')
+  const ms = performance.now() - t0
+  execFileSync('rm', ['-rf', into])
+  return ms
+}
+
+async function waitJob(s: TestServer, id: number) {
+  for (;;) {
+    const j = await s.runtime.db.knex('jobs').where({ id }).first('state', 'error')
+    if (['finished', 'failed', 'cancelled'].includes(j.state)) {
+      if (j.state !== 'finished') throw new Error(`job ${id} ${j.state}: ${j.error}`)
+      return
     }
     await new Promise((res) => setTimeout(res, 20))
   }
 }
 
+/** the process's RSS every 100 ms while `fn` runs */
+async function sampled<T>(fn: () => Promise<T>): Promise<{ value: T; min: number; max: number; samples: number }> {
+  const rss: number[] = []
+  const timer = setInterval(() => rss.push(process.memoryUsage().rss), 100)
+  try {
+    const value = await fn()
+    rss.push(process.memoryUsage().rss)
+    return { value, min: Math.min(...rss), max: Math.max(...rss), samples: rss.length }
+  } finally {
+    clearInterval(timer)
+  }
+}
+const mb = (n: number) => `${(n / 1048576).toFixed(0)} MiB`
+
 const targets = await mkdtemp(path.join(tmpdir(), 'mamkit-bench-targets-'))
-const s = await startTestServer({ config: { logLevel: 'silent', plugins: { strategies: { roots: [targets] } } } })
+const slow = await mkdtemp(path.join(tmpdir(), 'mamkit-bench-slow-'))
+const s = await startTestServer({ config: { logLevel: 'silent', plugins: { strategies: { roots: [targets] }, storage: { storages: { slow } } } } })
+console.log(`load average at start: ${load()}`)
 try {
   const bytes = MIB * 1048576
   const big: Record<string, number> = {}
   for (let i = 0; i < 4; i++) big[`Media/f${i}.mov`] = bytes / 4
-  const strategy = async (name: string, destination: string, target?: Record<string, unknown>) =>
-    (await s.request('POST', '/archive_strategies', { token: s.admin.token, json: { name, destination, target, transmission_check: 'fingerprint' } })).body.archivestrategy.id
-
-  // disk
+  const strategy = async (name: string, destination: string, target?: Record<string, unknown>, check = 'fingerprint') =>
+    (await s.request('POST', '/archive_strategies', { token: s.admin.token, json: { name, destination, target, transmission_check: check } })).body.archivestrategy.id
   const disk = await strategy('disk', path.join(targets, 'disk'))
   const p = await project(s, 'Big', big)
-  const cpDir = path.join(targets, 'cp')
-  let t0 = performance.now()
-  execFileSync('cp', ['-r', p.root, cpDir])
-  execFileSync('sync')
-  const cpMs = performance.now() - t0
-  await rm(cpDir, { recursive: true })
-  const archiveMs = await timeArchive(s, p.id, disk, 'archive')
-  const restoreMs = await timeArchive(s, p.id, disk, 'unarchive')
-  console.log(`disk, ${MIB} MiB in 4 files: cp -r + sync ${rate(bytes, cpMs)}; archive (hash, copy, fsync, read-back verify, release) ${rate(bytes, archiveMs)} = ${(cpMs / archiveMs).toFixed(2)}x; restore (copy, hash, fsync, link) ${rate(bytes, restoreMs)} = ${(cpMs / restoreMs).toFixed(2)}x`)
 
-  // small files
-  const small: Record<string, number> = {}
-  for (let i = 0; i < SMALL; i++) small[`s/${Math.floor(i / 100)}/f${i}.bin`] = 4096
-  const q = await project(s, 'Small', small)
-  const smallMs = await timeArchive(s, q.id, disk, 'archive')
-  const smallBack = await timeArchive(s, q.id, disk, 'unarchive')
-  console.log(`disk, ${SMALL} files of 4 KiB: archive ${(SMALL / (smallMs / 1000)).toFixed(0)} files/s, restore ${(SMALL / (smallBack / 1000)).toFixed(0)} files/s`)
+  if (ONLY.has('disk')) {
+    const sized = await strategy('disk, size check', path.join(targets, 'disk-size'), undefined, 'size')
+    const cpBefore = timeCp(p.root, path.join(targets, 'cp'))
+    const archiveMs = await timeArchive(s, p.id, disk, 'archive')
+    const restoreMs = await timeArchive(s, p.id, disk, 'unarchive')
+    const sizedMs = await timeArchive(s, p.id, sized, 'archive')
+    await timeArchive(s, p.id, sized, 'unarchive')
+    const cpMs = Math.min(cpBefore, timeCp(p.root, path.join(targets, 'cp')))
+    console.log(`disk, ${MIB} MiB in 4 files: cp -r + sync ${rate(bytes, cpMs)} (${rate(bytes, cpBefore)} before, the faster counts)`)
+    console.log(`  archive (one pass: hash while copying; batched fsync; fingerprint read-back; release) ${rate(bytes, archiveMs)} = ${ratio(cpMs, archiveMs)}`)
+    console.log(`  archive with transmission_check size (no read-back) ${rate(bytes, sizedMs)} = ${ratio(cpMs, sizedMs)}`)
+    console.log(`  restore (copy, hash, batched fsync, link) ${rate(bytes, restoreMs)} = ${ratio(cpMs, restoreMs)}`)
+    console.log(`  load average: ${load()}`)
+  }
 
-  // S3 on Ceph RGW
-  const rgw = await startRgw()
-  if (typeof rgw === 'string') console.log(`s3: skipped (${rgw})`)
-  else {
-    try {
-      const client = new S3Client({ endpoint: rgw.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: rgw.accessKeyId, secretAccessKey: rgw.secretAccessKey }, requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED' })
-      await client.send(new CreateBucketCommand({ Bucket: 'bench' }))
-      t0 = performance.now()
-      for (const f of await readdir(path.join(p.root, 'Media')))
-        await new Upload({ client, queueSize: 4, partSize: 8 << 20, params: { Bucket: 'bench', Key: `plain/${f}`, Body: createReadStream(path.join(p.root, 'Media', f)) } }).done()
-      const upMs = performance.now() - t0
-      const s3 = await strategy('s3', 's3://bench/archives', { endpoint: rgw.endpoint, access_key_id: rgw.accessKeyId, secret_access_key: rgw.secretAccessKey })
-      const a = await timeArchive(s, p.id, s3, 'archive')
-      const r = await timeArchive(s, p.id, s3, 'unarchive')
-      console.log(`s3 (Ceph RGW, memstore), ${MIB} MiB: lib-storage Upload alone ${rate(bytes, upMs)}; archive ${rate(bytes, a)} = ${(upMs / a).toFixed(2)}x; restore ${rate(bytes, r)}`)
-      client.destroy()
-    } finally {
-      await rgw.stop()
+  if (ONLY.has('small')) {
+    const small: Record<string, number> = {}
+    for (let i = 0; i < SMALL; i++) small[`s/${Math.floor(i / 100)}/f${i}.bin`] = 4096
+    const q = await project(s, 'Small', small)
+    const cpMs = timeCp(q.root, path.join(targets, 'cp-small'))
+    const stages = new Map<string, number>()
+    const smallMs = await timeArchive(s, q.id, disk, 'archive', stages)
+    const smallBack = await timeArchive(s, q.id, disk, 'unarchive')
+    console.log(`disk, ${SMALL} files of 4 KiB: cp -r + sync ${perSecond(SMALL, cpMs)}; archive ${perSecond(SMALL, smallMs)} = ${ratio(cpMs, smallMs)} (${timeline(stages)}); restore ${perSecond(SMALL, smallBack)} = ${ratio(cpMs, smallBack)}; load average ${load()}`)
+  }
+
+  if (ONLY.has('tier')) {
+    const cpMs = timeCp(p.root, path.join(slow, 'cp'))
+    const move = async (storage: string) => {
+      const t0 = performance.now()
+      const r = await request(s, 'POST', '/projects/tier', { token: s.admin.token, json: { project_id: p.id, storage } })
+      if (r.status !== 202) throw new Error(r.text)
+      await waitJob(s, r.body.job.id)
+      return performance.now() - t0
     }
+    const there = await move('slow')
+    const back = await move('default')
+    console.log(`tier, ${MIB} MiB in 4 files between two storages: cp -r + sync ${rate(bytes, cpMs)}; POST /projects/tier (copy with hash, batched fsync, read-back, switch, remove) ${rate(bytes, there)} = ${ratio(cpMs, there)}, back ${rate(bytes, back)} = ${ratio(cpMs, back)}; load average ${load()}`)
+  }
+
+  if (ONLY.has('s3')) {
+    const rgw = await startRgw()
+    if (typeof rgw === 'string') console.log(`s3: skipped (${rgw})`)
+    else {
+      try {
+        const client = new S3Client({ endpoint: rgw.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: rgw.accessKeyId, secretAccessKey: rgw.secretAccessKey }, requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED' })
+        await client.send(new CreateBucketCommand({ Bucket: 'bench' }))
+        const upload = async (round: number) => {
+          const t0 = performance.now()
+          for (const f of await readdir(path.join(p.root, 'Media')))
+            await new Upload({ client, queueSize: 4, partSize: 8 << 20, params: { Bucket: 'bench', Key: `plain${round}/${f}`, Body: createReadStream(path.join(p.root, 'Media', f)) } }).done()
+          return performance.now() - t0
+        }
+        const upBefore = await upload(1)
+        const s3 = await strategy('s3', 's3://bench/archives', { endpoint: rgw.endpoint, access_key_id: rgw.accessKeyId, secret_access_key: rgw.secretAccessKey })
+        const a = await timeArchive(s, p.id, s3, 'archive')
+        const r = await timeArchive(s, p.id, s3, 'unarchive')
+        const upMs = Math.min(upBefore, await upload(2))
+        console.log(`s3 (Ceph RGW, memstore), ${MIB} MiB: lib-storage Upload alone ${rate(bytes, upMs)} (${rate(bytes, upBefore)} before, the faster counts); archive (fingerprint) ${rate(bytes, a)} = ${ratio(upMs, a)}; restore ${rate(bytes, r)}; load average ${load()}`)
+        client.destroy()
+      } finally {
+        await rgw.stop()
+      }
+    }
+  }
+
+  if (ONLY.has('rss') && LARGE_GIB > 0) {
+    // files of 1 GiB (and 256 MiB for a remainder): the archive streams them; nothing should grow with the project
+    const total = LARGE_GIB * 1024 ** 3
+    const files: Record<string, number> = {}
+    for (let at = 0, i = 0; at < total; i++) {
+      const size = Math.min(1024 ** 3, total - at)
+      files[`Media/take${i}.mov`] = size
+      at += size
+    }
+    const before = process.memoryUsage().rss
+    const large = await project(s, 'Large', files)
+    const archived = await sampled(() => timeArchive(s, large.id, disk, 'archive'))
+    const restored = await sampled(() => timeArchive(s, large.id, disk, 'unarchive'))
+    console.log(`rss, ${LARGE_GIB} GiB in ${Object.keys(files).length} files: before ${mb(before)}; archive ${rate(total, archived.value)}, RSS min ${mb(archived.min)} max ${mb(archived.max)} (${archived.samples} samples); restore ${rate(total, restored.value)}, RSS min ${mb(restored.min)} max ${mb(restored.max)}; load average ${load()}`)
+    await rm(large.root, { recursive: true, force: true })
   }
 } finally {
   await s.close()
   await rm(targets, { recursive: true, force: true })
+  await rm(slow, { recursive: true, force: true })
 }

@@ -1,14 +1,15 @@
 import { randomBytes } from 'node:crypto'
-import { createWriteStream } from 'node:fs'
 import { lstat, mkdir, open, readdir, rm, unlink, type FileHandle } from 'node:fs/promises'
 import { Readable } from 'node:stream'
 import path from 'node:path'
-import { pipeline } from 'node:stream/promises'
 import type { Logger } from 'pino'
 import type { ProjectService } from '../projects/index.js'
 import type { StrategyRow, StrategyService } from './strategies.js'
-import { Hasher, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
+import { sameSums, sumsOf, writeHashed, type Sums, type Target } from './targets/types.js'
 import { projectArchived, projectUnarchived } from './events.js'
+import { FileError, PARALLEL, copyVerified, readAll, verify, type TransmissionCheck } from './transfer.js'
+import { eachLimit, retryTransient } from './concurrency.js'
+export { FileError, readAll, verify, type TransmissionCheck } from './transfer.js'
 
 import { preparedRead, type PreparedRead, MamError, conflict, isUniqueViolation, iso, linkExclusive, notFound, openInside, relativeSegments, type Knex, type Outbox, type StorageJournal } from '../../core/index.js'
 /** states a running archive job moves through; the others are where it rests */
@@ -16,12 +17,10 @@ export const ACTIVE = ['queued', 'copying', 'verifying', 'releasing', 'restoring
 export type ArchiveState = (typeof ACTIVE)[number] | 'archived' | 'online' | 'failed' | 'cancelled'
 export type Direction = 'archive' | 'unarchive' | 'move'
 
-/** files copied at once (each streams with a few MiB in flight; S3 uploads have 4 parts each) */
-const PARALLEL = 4
+/** files per page: one batch of the target (flushed together) and one transaction for their rows */
 const BATCH = 64
 const RESTORE_PREFIX = '.mamkit-restore-'
 
-export type TransmissionCheck = 'none' | 'size' | 'checksum' | 'fingerprint'
 
 export interface StateRow {
   id: number
@@ -67,27 +66,6 @@ const toState = (r: any): StateRow => ({
   progress: Number(r.progress),
 })
 
-/** a copy failed in a way this file alone suffers (recorded on it, the rest goes on) */
-export class FileError extends Error {}
-
-/**
- * Verifies an object on the target against the source's checksums: `size` asks the target for the
- * object's size, `checksum` adds the checksums stored with it (S3 metadata; a disk target has none
- * and keeps them in the manifest), `fingerprint` reads the object back and hashes it. Releasing an
- * original always needs at least the size check, whatever the strategy says.
- */
-export async function verify(target: Target, key: string, sums: Sums, check: TransmissionCheck, signal?: AbortSignal): Promise<void> {
-  if (check === 'none') return
-  const head = await target.head(key)
-  if (!head) throw new FileError(`the copy of ${key} is missing on the target`)
-  if (head.size !== sums.size) throw new FileError(`the copy of ${key} has ${head.size} bytes, the original ${sums.size}`)
-  if (check === 'size') return
-  if (head.sha256 !== undefined && head.sha256 !== sums.sha256) throw new FileError(`the copy of ${key} carries checksum ${head.sha256}, the original has ${sums.sha256}`)
-  if (check === 'checksum') return
-  const back = await sumsOf(await target.get(key, signal))
-  if (!sameSums(back, sums)) throw new FileError(`the copy of ${key} read back hashes to ${back.sha256} (${back.size} bytes), the original to ${sums.sha256} (${sums.size} bytes)`)
-}
-
 /** every regular file below `root` (hidden names skipped: proxies, trash, our own restore temporaries) */
 async function* walk(root: string, rel = ''): AsyncGenerator<{ path: string; size: number; mtimeMs: number; nlink: number }> {
   const entries = await readdir(path.join(root, rel), { withFileTypes: true }).catch(() => [])
@@ -103,24 +81,14 @@ async function* walk(root: string, rel = ''): AsyncGenerator<{ path: string; siz
   }
 }
 
-/**
- * The bytes of an opened file from offset 0, by positional reads. Not `createReadStream({ fd })`:
- * a pipeline that fails destroys its streams, and a destroyed fs stream closes its descriptor even
- * with `autoClose: false`, so the handle's own close later hit EBADF (or another file's descriptor).
- */
-export function readAll(handle: FileHandle): Readable {
-  return Readable.from(
-    (async function* () {
-      for (let pos = 0; ; ) {
-        const buf = Buffer.allocUnsafe(1 << 20)
-        const { bytesRead } = await handle.read(buf, 0, buf.length, pos)
-        if (!bytesRead) return
-        pos += bytesRead
-        yield buf.subarray(0, bytesRead)
-      }
-    })(),
-    { objectMode: false },
-  )
+/** flushes a file or a directory to the device */
+async function fsyncFile(file: string, flags: 'r' | 'r+'): Promise<void> {
+  const handle = await open(file, flags)
+  try {
+    await handle.sync()
+  } finally {
+    await handle.close()
+  }
 }
 
 /** removes the restore temporaries a killed process left in the project tree (hidden names of ours only) */
@@ -338,65 +306,38 @@ export class ArchiveService {
     const listed = await this.knex('archive_files').where({ project_id: s.project_id }).first('id')
     if (listed) return
     const includes = strategy.includes
-    const assets = new Map<string, { id: number; sha256: string | null; crc32: string | null; size: number; mtime: number | null }>()
-    for (const a of await this.knex('assets').where({ project_id: s.project_id }).select('id', 'path', 'sha256', 'crc32', 'size', 'mtime'))
-      assets.set(a.path, { id: Number(a.id), sha256: a.sha256, crc32: a.crc32, size: Number(a.size), mtime: a.mtime ? new Date(a.mtime).getTime() : null })
-    let batch: any[] = []
+    let walked: Array<{ path: string; size: number; mtimeMs: number; nlink: number }> = []
     let total = 0
     let bytes = 0
     const now = new Date()
+    // 500 files at a time with their assets' rows (a project of a million files is never all in memory)
     const flush = async () => {
-      if (batch.length) await this.knex('archive_files').insert(batch)
-      batch = []
+      if (!walked.length) return
+      const assets = new Map<string, { id: number; sha256: string | null; crc32: string | null; size: number; mtime: number | null }>()
+      for (const a of await this.knex('assets').where({ project_id: s.project_id }).whereIn('path', walked.map((f) => f.path)).select('id', 'path', 'sha256', 'crc32', 'size', 'mtime'))
+        assets.set(a.path, { id: Number(a.id), sha256: a.sha256, crc32: a.crc32, size: Number(a.size), mtime: a.mtime ? new Date(a.mtime).getTime() : null })
+      const rows = walked.map((f) => {
+        const a = assets.get(f.path)
+        // a hard link shares its bytes with another name (often another project): releasing this name frees nothing
+        const excluded = s.exclude_linked_files && f.nlink > 1
+        // the assets plugin's checksums serve when they describe this very content (same size and time)
+        const known = a && a.sha256 && a.crc32 && a.size === f.size && a.mtime === f.mtimeMs
+        if (!excluded) {
+          total++
+          bytes += f.size
+        }
+        return { project_id: s.project_id, asset_id: a?.id ?? null, path: f.path, size: f.size, mtime_ms: f.mtimeMs, sha256: known ? a.sha256 : null, crc32: known ? a.crc32 : null, state: excluded ? 'excluded' : 'pending', created_at: now, updated_at: now }
+      })
+      await this.knex('archive_files').insert(rows)
+      walked = []
     }
     for await (const f of walk(root)) {
       if (includes.length && !includes.some((inc) => f.path === inc || f.path.startsWith(`${inc}/`))) continue
-      const a = assets.get(f.path)
-      // a hard link shares its bytes with another name (often another project): releasing this name frees nothing
-      const excluded = s.exclude_linked_files && f.nlink > 1
-      // the assets plugin's checksums serve when they describe this very content (same size and time)
-      const known = a && a.sha256 && a.crc32 && a.size === f.size && a.mtime === f.mtimeMs
-      batch.push({ project_id: s.project_id, asset_id: a?.id ?? null, path: f.path, size: f.size, mtime_ms: f.mtimeMs, sha256: known ? a.sha256 : null, crc32: known ? a.crc32 : null, state: excluded ? 'excluded' : 'pending', created_at: now, updated_at: now })
-      if (!excluded) {
-        total++
-        bytes += f.size
-      }
-      if (batch.length >= 500) await flush()
+      walked.push(f)
+      if (walked.length >= 500) await flush()
     }
     await flush()
     await this.update(s.id, { files_total: total, bytes_total: bytes })
-  }
-
-  /** copies one file to the target and verifies it; returns its checksums */
-  private async copyOne(target: Target, s: StateRow, root: string, f: any, check: TransmissionCheck, signal: AbortSignal): Promise<Sums> {
-    const opened = await openInside(root, f.path, `file ${f.path}`).catch((err) => {
-      if (err.code === 'ENOENT') throw new FileError(`${f.path} vanished before it was copied`)
-      if (err instanceof MamError) throw new FileError(err.message)
-      throw err
-    })
-    try {
-      if (opened.stats.size !== Number(f.size) || Math.floor(opened.stats.mtimeMs) !== Number(f.mtime_ms)) {
-        // changed since it was listed: list it anew (its old checksums do not hold)
-        f.size = opened.stats.size
-        f.mtime_ms = Math.floor(opened.stats.mtimeMs)
-        f.sha256 = null
-      }
-      const read = () => readAll(opened.handle)
-      let sums: Sums = f.sha256 ? { size: Number(f.size), sha256: f.sha256, crc32: f.crc32 } : await sumsOf(read())
-      const key = objectKey(s.archive_key, f.path)
-      // a rerun after a crash: a copy that is there and checks out is not sent again
-      const there = await target.head(key)
-      let ok = false
-      if (there && there.size === sums.size) ok = await verify(target, key, sums, check === 'none' ? 'size' : check, signal).then(() => true, () => false)
-      if (!ok) {
-        const sent = await target.put(key, read(), sums, signal)
-        if (!sameSums(sent, sums)) throw new FileError(`${f.path} changed while it was copied; it is copied again on the next run`)
-        await verify(target, key, sums, check === 'none' ? 'size' : check, signal)
-      }
-      return sums
-    } finally {
-      await opened.close()
-    }
   }
 
   private async archive(s: StateRow, ctx: RunContext) {
@@ -408,26 +349,31 @@ export class ArchiveService {
       await target.sweep(s.archive_key)
       await this.listFiles(s, strategy, root)
       const check = strategy.transmission_check as TransmissionCheck
-      // copy and verify, file by file, a few at once; failures are recorded per file
-      for (;;) {
+      // a page at a time: copied a few at once in one pass each, made durable together, verified, recorded in one transaction
+      for (let lastId = 0; ; ) {
         if (await this.cancelledNow(s.id)) return this.cancelRun((await this.state(s.project_id))!, ctx)
-        const page = await this.knex('archive_files').where({ project_id: s.project_id, state: 'pending' }).orderBy('id').limit(BATCH)
+        const page = await this.knex('archive_files').where({ project_id: s.project_id, state: 'pending' }).andWhere('id', '>', lastId).orderBy('id').limit(BATCH)
         if (!page.length) break
-        for (let i = 0; i < page.length; i += PARALLEL) {
-          await Promise.all(
-            page.slice(i, i + PARALLEL).map(async (f: any) => {
-              try {
-                const sums = await this.copyOne(target, s, root, f, check, ctx.signal)
-                await this.knex('archive_files').where({ id: f.id, state: 'pending' }).update({ state: 'verified', size: sums.size, mtime_ms: f.mtime_ms, sha256: sums.sha256, crc32: sums.crc32, error: null, updated_at: new Date() })
-              } catch (err) {
-                if (ctx.signal.aborted) throw err
-                // a refused file (403: leads outside), a full target (507): recorded on the file, the others go on
-                if (!(err instanceof FileError) && !(err instanceof MamError && [403, 507].includes(err.status))) throw err
-                await this.knex('archive_files').where({ id: f.id }).update({ state: 'failed', error: (err as Error).message, updated_at: new Date() })
-              }
-            }),
-          )
-        }
+        lastId = Number(page[page.length - 1].id)
+        const outcomes = await copyVerified(
+          target,
+          page.map((f: any) => ({
+            item: f,
+            root,
+            path: f.path,
+            key: objectKey(s.archive_key, f.path),
+            known: f.sha256 && f.crc32 ? { sums: { size: Number(f.size), sha256: f.sha256, crc32: f.crc32 }, size: Number(f.size), mtimeMs: Number(f.mtime_ms) } : null,
+          })),
+          { check, signal: ctx.signal, reuse: true, onRetry: (err, what) => ctx.log.warn({ err }, `${what}: the target failed for now; retrying`) },
+        )
+        const now = new Date()
+        await this.knex.transaction(async (trx) => {
+          for (const o of outcomes) {
+            if (o.error) await trx('archive_files').where({ id: o.item.id }).update({ state: 'failed', error: o.error.message, updated_at: now })
+            // what was copied: the release later requires the original to still have this size and time
+            else await trx('archive_files').where({ id: o.item.id, state: 'pending' }).update({ state: 'verified', size: o.sums.size, mtime_ms: o.mtimeMs, sha256: o.sums.sha256, crc32: o.sums.crc32, error: null, updated_at: now })
+          }
+        })
         await this.counts(s, ctx, 0.9)
       }
       const failed = await this.counts(s, ctx, 0.9)
@@ -461,38 +407,47 @@ export class ArchiveService {
   }
 
   /**
-   * Removes the originals whose copies were verified, one file at a time: the file goes, then its
-   * row, the asset's `online` and the project's size change in one transaction. A crash in between
-   * finds the file gone and the row still `verified` and finishes the bookkeeping.
+   * Removes the originals whose copies were verified, a page at a time: the files go, then in one
+   * transaction their rows, the assets' `online` and the project's size. A crash in between finds
+   * a file gone and its row still `verified`, and finishes the bookkeeping.
    */
   private async release(s: StateRow, root: string, ctx: RunContext): Promise<number | 'cancelled'> {
     let released = 0
-    for (;;) {
+    for (let lastId = 0; ; ) {
       if (await this.cancelledNow(s.id)) return 'cancelled'
-      const page = await this.knex('archive_files').where({ project_id: s.project_id, state: 'verified' }).orderBy('id').limit(BATCH)
+      const page = await this.knex('archive_files').where({ project_id: s.project_id, state: 'verified' }).andWhere('id', '>', lastId).orderBy('id').limit(BATCH)
       if (!page.length) break
-      for (const f of page) {
-        const file = path.join(root, ...relativeSegments(f.path, 'path'))
+      lastId = Number(page[page.length - 1].id)
+      const gone: any[] = []
+      const kept: any[] = []
+      await eachLimit(page, PARALLEL, async (f: any) => {
         const opened = await openInside(root, f.path, `file ${f.path}`).catch((err) => (err.code === 'ENOENT' ? null : Promise.reject(err)))
         if (opened) {
           const same = opened.stats.size === Number(f.size) && Math.floor(opened.stats.mtimeMs) === Number(f.mtime_ms)
           await opened.close()
-          if (!same) {
-            // written to since its copy was verified: the copy is not this file; it stays online
-            await this.knex('archive_files').where({ id: f.id }).update({ state: 'failed', error: `${f.path} changed after it was copied; it stays online`, updated_at: new Date() })
-            continue
-          }
-          await unlink(file)
+          // written to since its copy was verified: the copy is not this file; it stays online
+          if (!same) return void kept.push(f)
+          await unlink(path.join(root, ...relativeSegments(f.path, 'path')))
         }
-        await this.knex.transaction(async (trx) => {
-          const n = await trx('archive_files').where({ id: f.id, state: 'verified' }).update({ state: 'released', updated_at: new Date() })
-          if (!n) return
-          if (f.asset_id !== null) await trx('assets').where({ id: f.asset_id }).update({ online: false, updated_at: new Date() })
-          await trx('projects').where({ id: s.project_id }).update({ size: trx.raw('case when size > ? then size - ? else 0 end', [Number(f.size), Number(f.size)]), updated_at: new Date() })
-          await trx('archive_states').where({ id: s.id }).update({ bytes_released: trx.raw('bytes_released + ?', [Number(f.size)]) })
-        })
-        released++
-      }
+        gone.push(f)
+      })
+      const now = new Date()
+      await this.knex.transaction(async (trx) => {
+        for (const f of kept) await trx('archive_files').where({ id: f.id }).update({ state: 'failed', error: `${f.path} changed after it was copied; it stays online`, updated_at: now })
+        let bytes = 0
+        const assets: number[] = []
+        for (const f of gone) {
+          const n = await trx('archive_files').where({ id: f.id, state: 'verified' }).update({ state: 'released', updated_at: now })
+          if (!n) continue
+          bytes += Number(f.size)
+          if (f.asset_id !== null) assets.push(Number(f.asset_id))
+          released++
+        }
+        for (let i = 0; i < assets.length; i += 500) await trx('assets').whereIn('id', assets.slice(i, i + 500)).update({ online: false, updated_at: now })
+        if (!bytes) return
+        await trx('projects').where({ id: s.project_id }).update({ size: trx.raw('case when size > ? then size - ? else 0 end', [bytes, bytes]), updated_at: now })
+        await trx('archive_states').where({ id: s.id }).update({ bytes_released: trx.raw('bytes_released + ?', [bytes]) })
+      })
       ctx.progress(0.9 + 0.1 * Math.min(1, released / Math.max(1, s.files_total)))
     }
     await this.projects.refreshTeamSpace(s.project_id)
@@ -514,74 +469,108 @@ export class ArchiveService {
   }
 
   /**
-   * Brings released files back: each is written under a hidden temporary name beside its place,
-   * hashed while it is written and compared with the checksums taken when it was archived, then
-   * linked to its name (never over a file someone put there meanwhile) and its rows follow.
+   * Brings released files back, a page at a time: each is written under a hidden temporary name
+   * beside its place, hashed while it is written and compared with the checksums taken when it was
+   * archived (a few at once); the page's temporaries are then flushed together, each linked to its
+   * name (never over a file someone put there meanwhile), the directories flushed once, and the
+   * rows follow in one transaction.
    */
   private async restoreFiles(s: StateRow, target: Target, root: string, ctx: RunContext, stopOnCancel: boolean): Promise<{ restored: number; failed: number }> {
     await sweepRestores(root)
     let restored = 0
     let failed = 0
-    let lastId = 0
-    for (;;) {
+    for (let lastId = 0; ; ) {
       if (stopOnCancel && (await this.cancelledNow(s.id))) break
       const page = await this.knex('archive_files').where({ project_id: s.project_id, state: 'released' }).andWhere('id', '>', lastId).orderBy('id').limit(BATCH)
       if (!page.length) break
       lastId = Number(page[page.length - 1].id)
-      for (let i = 0; i < page.length; i += PARALLEL) {
-        await Promise.all(
-          page.slice(i, i + PARALLEL).map(async (f: any) => {
-            try {
-              await this.restoreOne(s, target, root, f, ctx.signal)
-              restored++
-            } catch (err) {
-              if (ctx.signal.aborted) throw err
-              failed++
-              await this.knex('archive_files').where({ id: f.id }).update({ error: (err as Error).message, updated_at: new Date() })
-            }
-          }),
-        )
+      const staged: Array<{ f: any; temp: string; file: string; handle: FileHandle }> = []
+      const errors = new Map<number, string>()
+      const back: Array<{ f: any; mtimeMs: number }> = []
+      try {
+        await eachLimit(page, PARALLEL, async (f: any) => {
+          try {
+            staged.push({ f, ...(await retryTransient(() => this.fetchRestore(s, target, root, f, ctx.signal), { signal: ctx.signal, onRetry: (err) => ctx.log.warn({ err }, `restore of ${f.path}: the target failed for now; retrying`) })) })
+          } catch (err) {
+            if (ctx.signal.aborted) throw err
+            errors.set(Number(f.id), (err as Error).message)
+          }
+        })
+        // the bytes reach the device before any name points at them
+        await eachLimit(staged, 8, async (one) => {
+          await one.handle.sync()
+          await one.handle.close()
+        })
+        const dirs = new Set<string>()
+        for (const { f, temp, file } of staged) {
+          try {
+            await this.linkRestored(root, f, temp, file)
+            dirs.add(path.dirname(file))
+            back.push({ f, mtimeMs: (await lstat(file)).mtimeMs })
+          } catch (err) {
+            errors.set(Number(f.id), (err as Error).message)
+          }
+        }
+        for (const dir of dirs) await fsyncFile(dir, 'r')
+      } finally {
+        for (const { temp, handle } of staged) {
+          await handle.close().catch(() => {})
+          await rm(temp, { force: true })
+        }
       }
+      const now = new Date()
+      await this.knex.transaction(async (trx) => {
+        for (const [id, error] of errors) await trx('archive_files').where({ id }).update({ error, updated_at: now })
+        let bytes = 0
+        for (const { f, mtimeMs } of back) {
+          const n = await trx('archive_files').where({ id: f.id, state: 'released' }).update({ state: 'restored', error: null, updated_at: now })
+          if (!n) continue
+          if (f.asset_id !== null) await trx('assets').where({ id: f.asset_id }).update({ online: true, mtime: new Date(Math.floor(mtimeMs)), updated_at: now })
+          bytes += Number(f.size)
+        }
+        if (!bytes) return
+        await trx('projects').where({ id: s.project_id }).update({ size: trx.raw('size + ?', [bytes]), updated_at: now })
+        await trx('archive_states').where({ id: s.id }).update({ bytes_released: trx.raw('case when bytes_released > ? then bytes_released - ? else 0 end', [bytes, bytes]) })
+      })
+      restored += back.length
+      failed += errors.size
       await this.counts(s, ctx, 1)
     }
     await this.projects.refreshTeamSpace(s.project_id)
     return { restored, failed }
   }
 
-  private async restoreOne(s: StateRow, target: Target, root: string, f: any, signal: AbortSignal) {
-    const segments = relativeSegments(f.path, 'path')
-    const file = path.join(root, ...segments)
+  /** the archived copy of one file into a temporary beside its place (left open for the page's fsync), hashed on the way and checked */
+  private async fetchRestore(s: StateRow, target: Target, root: string, f: any, signal: AbortSignal): Promise<{ temp: string; file: string; handle: FileHandle }> {
+    const file = path.join(root, ...relativeSegments(f.path, 'path'))
     const dir = path.dirname(file)
     await mkdir(dir, { recursive: true })
     const want: Sums = { size: Number(f.size), sha256: f.sha256, crc32: f.crc32 }
     const temp = path.join(dir, `${RESTORE_PREFIX}${randomBytes(6).toString('hex')}`)
+    const handle = await open(temp, 'wx')
     try {
-      const hasher = new Hasher()
-      await pipeline(await target.get(objectKey(s.archive_key, f.path), signal), hasher, createWriteStream(temp, { flags: 'wx' }), { signal })
-      const got = hasher.sums()
+      const got = await writeHashed(handle, await target.get(objectKey(s.archive_key, f.path), signal), signal)
       if (!sameSums(got, want)) throw new FileError(`the archived copy of ${f.path} hashes to ${got.sha256} (${got.size} bytes), not to ${want.sha256} (${want.size} bytes) as archived; the file stays archived`)
-      const handle = await open(temp, 'r+')
-      await handle.sync().finally(() => handle.close())
-      try {
-        await linkExclusive(temp, file)
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
-        // a crash after the link, or someone's file under that name: only the same bytes count as restored
-        const existing = await openInside(root, f.path, `file ${f.path}`)
-        const same = await sumsOf(readAll(existing.handle)).finally(() => existing.close())
-        if (!sameSums(same, want)) throw new FileError(`${f.path} exists again online with other contents; the archived file was not restored over it`)
-      }
-    } finally {
+      return { temp, file, handle }
+    } catch (err) {
+      await handle.close()
       await rm(temp, { force: true })
+      throw err
     }
-    const { mtimeMs } = await lstat(file)
-    await this.knex.transaction(async (trx) => {
-      const n = await trx('archive_files').where({ id: f.id, state: 'released' }).update({ state: 'restored', error: null, updated_at: new Date() })
-      if (!n) return
-      if (f.asset_id !== null) await trx('assets').where({ id: f.asset_id }).update({ online: true, mtime: new Date(Math.floor(mtimeMs)), updated_at: new Date() })
-      await trx('projects').where({ id: s.project_id }).update({ size: trx.raw('size + ?', [Number(f.size)]), updated_at: new Date() })
-      await trx('archive_states').where({ id: s.id }).update({ bytes_released: trx.raw('case when bytes_released > ? then bytes_released - ? else 0 end', [Number(f.size), Number(f.size)]) })
-    })
+  }
+
+  /** a restored temporary takes its name; an existing file counts as restored only with the same bytes */
+  private async linkRestored(root: string, f: any, temp: string, file: string): Promise<void> {
+    try {
+      await linkExclusive(temp, file)
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+      // a crash after the link, or someone's file under that name: only the same bytes count as restored
+      const want: Sums = { size: Number(f.size), sha256: f.sha256, crc32: f.crc32 }
+      const existing = await openInside(root, f.path, `file ${f.path}`)
+      const same = await sumsOf(readAll(existing.handle)).finally(() => existing.close())
+      if (!sameSums(same, want)) throw new FileError(`${f.path} exists again online with other contents; the archived file was not restored over it`)
+    }
   }
 
   private async unarchive(s: StateRow, ctx: RunContext) {
@@ -652,13 +641,17 @@ export class ArchiveService {
     try {
       await this.update(s.id, { stage: 'moving', state: 'moving' })
       await dest.sweep(newKey)
-      const files = await this.knex('archive_files').where({ project_id: s.project_id, state: 'released' }).orderBy('id').select('id', 'path', 'size', 'sha256', 'crc32')
       let done = 0
       const check = to.transmission_check as TransmissionCheck
-      for (let i = 0; i < files.length; i += PARALLEL) {
+      const retry = (what: string, fn: () => Promise<void>) => retryTransient(fn, { signal: ctx.signal, onRetry: (err) => ctx.log.warn({ err }, `${what}: the target failed for now; retrying`) })
+      // a page at a time (a large archive's rows are never all in memory), a few files at once
+      for (let lastId = 0; ; ) {
         if (await this.cancelledNow(s.id)) return this.cancelRun((await this.state(s.project_id))!, ctx)
-        await Promise.all(
-          files.slice(i, i + PARALLEL).map(async (f: any) => {
+        const page = await this.knex('archive_files').where({ project_id: s.project_id, state: 'released' }).andWhere('id', '>', lastId).orderBy('id').limit(BATCH).select('id', 'path', 'size', 'sha256', 'crc32')
+        if (!page.length) break
+        lastId = Number(page[page.length - 1].id)
+        await eachLimit(page, PARALLEL, (f: any) =>
+          retry(`move of ${f.path}`, async () => {
             const sums: Sums = { size: Number(f.size), sha256: f.sha256, crc32: f.crc32 }
             const key = objectKey(newKey, f.path)
             const there = await dest.head(key)
@@ -668,14 +661,14 @@ export class ArchiveService {
             await verify(dest, key, sums, check === 'none' ? 'size' : check, ctx.signal)
           }),
         )
-        done += files.slice(i, i + PARALLEL).length
-        ctx.progress(done / Math.max(1, files.length))
+        done += page.length
+        ctx.progress(done / Math.max(1, s.files_total))
       }
       await this.writeManifest(dest, { ...s, archive_key: newKey }, check, ctx.signal)
       // the switch is one statement; a crash after it finds the old prefix to delete on the next run
       await this.update(s.id, { archive_strategy_id: to.id, next_strategy_id: null, archive_key: newKey, state: 'archived', stage: 'archived', progress: 1, finished_at: new Date(), error: null })
       await source.deletePrefix(s.archive_key).catch((err) => ctx.log.warn({ err }, 'old archive copies left behind after a move'))
-      return { moved: files.length }
+      return { moved: done }
     } finally {
       await source.close()
       await dest.close()

@@ -5,7 +5,7 @@ import { BaseEntity, baseProperties, User } from '../../core/index.js'
 
 /*
  * The strategies tables are read and written with knex by the services; these entities describe
- * them exactly as migration 0001-strategies creates them, so the ORM's schema generator sees no
+ * them exactly as migrations 0001-strategies and 0002-tier-claims create them, so the ORM's schema generator sees no
  * drift (test/core/schema-drift.test.ts). Foreign key columns carry an index only where the
  * migration made one.
  */
@@ -172,4 +172,22 @@ export const StrategyCopySchema = new EntitySchema<StrategyCopy, BaseEntity>({
   indexes: [{ properties: ['strategyId', 'projectId'] }],
 })
 
-export const strategyEntities = [StrategySchema, ArchiveStateSchema, ArchiveFileSchema, StrategyCopySchema]
+/** A project's move to another storage (POST /projects/tier) while its job is queued or running; one per project. */
+export class TierClaim extends BaseEntity {
+  projectId!: number
+  storage!: string
+  jobId: number | null = null
+}
+
+export const TierClaimSchema = new EntitySchema<TierClaim, BaseEntity>({
+  class: TierClaim,
+  tableName: 'tier_claims',
+  properties: {
+    ...baseProperties,
+    projectId: { kind: 'm:1', entity: () => Project, mapToPk: true, fieldName: 'project_id', deleteRule: 'cascade', unique: true, index: false },
+    storage: { type: 'string', length: 64 },
+    jobId: { type: 'integer', nullable: true },
+  },
+})
+
+export const strategyEntities = [StrategySchema, ArchiveStateSchema, ArchiveFileSchema, StrategyCopySchema, TierClaimSchema]

@@ -42,6 +42,12 @@ export function defineTierJob(api: RegisterApi) {
     kind: 'project',
     maxAttempts: 3,
     concurrency: 1,
-    handler: (ctx) => ctx.resolve(strategyServices.tier).tier(ctx.resolve(coreServices.em), ctx.payload.projectId, ctx.payload.storage, { signal: ctx.signal, progress: (f) => ctx.progress(f), log: ctx.log }),
+    async handler(ctx) {
+      const tier = ctx.resolve(strategyServices.tier)
+      const result = await tier.tier(ctx.resolve(coreServices.em), ctx.payload.projectId, ctx.payload.storage, { signal: ctx.signal, progress: (f) => ctx.progress(f), log: ctx.log })
+      // done with the project: the next request may claim it (a failed run's claim lapses with its job)
+      await tier.release(ctx.payload.projectId, ctx.id)
+      return result
+    },
   })
 }

@@ -93,4 +93,18 @@ export const migrations: Migration[] = [
       })
     },
   },
+  {
+    name: '0002-tier-claims',
+    async up(knex) {
+      // one move to another storage per project at a time: the unique key is what makes two tier requests meet
+      await knex.schema.createTable('tier_claims', (t) => {
+        t.increments('id')
+        t.integer('project_id').notNullable().unique().references('projects.id').onDelete('CASCADE')
+        t.string('storage', 64).notNullable()
+        /** the job that moves it; null for the moment between the claim and the enqueue */
+        t.integer('job_id')
+        timestamps(t)
+      })
+    },
+  },
 ]

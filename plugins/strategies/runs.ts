@@ -94,13 +94,39 @@ export class StrategyRuns {
     if (kind === 'project_copy_to') return (await this.jobs.enqueue(CopyJob, { strategyId, kind: 'project_copy_to', projectId }, { userId, projectId })).id
     if (kind === 'tier') {
       await this.tier.assertTierable(em, project, storage)
-      return (await this.jobs.enqueue(TierJob, { projectId, storage }, { userId, projectId })).id
+      return (await this.queueTier([projectId], storage, userId, true))[0].id
     }
     // an archive is refused like PUT /projects/:id/archive: frozen, mounted or open on an edit, archiving or archived
     this.projects.assertNotFrozen(project)
     await this.guards.check(em, project, 'rename')
     const s = await this.beginArchive(projectId, strategyId, userId, false)
     return (await this.queueArchive(s, userId)).id
+  }
+
+  /**
+   * Queues a move of each project to `storage`, each claimed first (TierService.claim: two requests
+   * for one project meet there, one gets a 409). `allOrNothing`: a project claimed by another move
+   * fails the whole request (its claims go, nothing is queued); otherwise that project is left out.
+   */
+  async queueTier(projectIds: number[], storage: string, userId: number | null, allOrNothing: boolean): Promise<JobRow[]> {
+    const claims = new Map<number, number>()
+    let queued: JobRow[] | null = null
+    try {
+      for (const projectId of projectIds) {
+        try {
+          claims.set(projectId, await this.tier.claim(projectId, storage))
+        } catch (err) {
+          if (allOrNothing || !(err instanceof MamError) || err.status !== 409) throw err
+        }
+      }
+      if (!claims.size) return []
+      queued = await this.jobs.enqueueMany([...claims.keys()].map((projectId) => ({ type: TierJob, payload: { projectId, storage }, options: { userId, projectId } })))
+      for (const job of queued) await this.tier.claimed(claims.get(job.project_id!)!, job.id)
+      return queued
+    } finally {
+      // a refused request leaves no claim behind (after the enqueue the claims belong to the jobs)
+      if (!queued) await this.tier.unclaim([...claims.values()])
+    }
   }
 
   /** claims the project's archive state for a new archive with this strategy (409 when it is busy, archived, or partly archived elsewhere) */

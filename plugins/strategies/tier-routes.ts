@@ -1,9 +1,8 @@
 import { Type } from 'typebox'
 import { projectServices } from '../projects/refs.js'
 import { strategyServices } from './refs.js'
-import { TierJob } from './jobs.js'
 
-import { IdParam, conflict, coreServices, invalidParam, serializeJob, type RegisterApi } from '../../core/index.js'
+import { IdParam, coreServices, invalidParam, serializeJob, type RegisterApi } from '../../core/index.js'
 
 const TierInput = Type.Object(
   {
@@ -25,7 +24,6 @@ export function registerTierRoutes(api: RegisterApi) {
   const projects = api.use(projectServices.service)
   const tier = api.use(strategyServices.tier)
   const runs = api.use(strategyServices.runs)
-  const jobs = api.use(coreServices.jobs)
   const storages = api.use(coreServices.storages)
 
   api.routes.post(
@@ -41,11 +39,7 @@ export function registerTierRoutes(api: RegisterApi) {
       let selected: number[]
       if (ids) {
         // all or nothing: every named project must be movable (404, 423, 409 as for an archive)
-        for (const id of new Set(ids)) {
-          await tier().assertTierable(ctx.em, (await projects().readable(ctx.em, ctx.user, id)).project, storage)
-          const running = await runs().activeJob('tier', id)
-          if (running !== null) throw conflict(`Project ${id} is being moved to another storage already (job ${running})`, { job_id: running })
-        }
+        for (const id of new Set(ids)) await tier().assertTierable(ctx.em, (await projects().readable(ctx.em, ctx.user, id)).project, storage)
         selected = [...new Set(ids)]
       } else {
         const cutoffs: number[] = []
@@ -62,11 +56,12 @@ export function registerTierRoutes(api: RegisterApi) {
             .readable(ctx.em, ctx.user, id)
             .then(({ project }) => tier().assertTierable(ctx.em, project, storage))
             .then(() => true, () => false)
-          if (ok && (await runs().activeJob('tier', id)) === null) selected.push(id)
+          if (ok) selected.push(id)
         }
-        if (!selected.length) throw invalidParam(days !== undefined ? 'older_than_days' : 'last_used_before', `selects no project that can move to storage "${storage}"`)
       }
-      const queued = await jobs().enqueueMany(selected.map((projectId) => ({ type: TierJob, payload: { projectId, storage }, options: { userId: ctx.user.userId, projectId } })))
+      // each project claimed for this move (two requests for one project: one 202, one 409); a policy leaves a claimed one out
+      const queued = await runs().queueTier(selected, storage, ctx.user.userId, Boolean(ids))
+      if (!queued.length) throw invalidParam(days !== undefined ? 'older_than_days' : 'last_used_before', `selects no project that can move to storage "${storage}"`)
       ctx.status = 202
       return { job: serializeJob(queued[0]), jobs: queued.map(serializeJob) }
     },

@@ -1,15 +1,19 @@
 import { mkdir, readdir, readlink, rm, rmdir, symlink } from 'node:fs/promises'
 import path from 'node:path'
 import { Project, projectScope, type ProjectGuards, type ProjectService } from '../projects/index.js'
-import { ACTIVE, readAll, verify, type ArchiveService, type RunContext } from './archive.js'
+import { ACTIVE, type ArchiveService, type RunContext } from './archive.js'
 import { DiskTarget } from './targets/disk.js'
-import { sameSums, sumsOf } from './targets/types.js'
+import { copyVerified, type SourceFile } from './transfer.js'
 
-import { MamError, conflict, identityOf, moveExclusive, notFound, openInside, sameFile, type EntityManager, type FileIdentity, type JournalEntry, type Knex, type StorageJournal, type StorageRegistry } from '../../core/index.js'
+import { MamError, conflict, identityOf, isUniqueViolation, moveExclusive, notFound, sameFile, type EntityManager, type FileIdentity, type JournalEntry, type Knex, type StorageJournal, type StorageRegistry } from '../../core/index.js'
 
 export const TIER_KIND = 'strategies.tier'
 /** the hidden folder on the target storage a project is copied into before it takes its name there */
 const stagingName = (projectId: number) => `.mamkit-tier-${projectId}`
+/** files copied, flushed and verified together */
+const PAGE = 64
+/** a claim this old that never got its job (the process died between the two) is taken over */
+const CLAIM_GRACE_MS = 5 * 60_000
 
 /** what a repair decides from: where the project was and goes, and the identities of both trees */
 interface TierIntent {
@@ -75,6 +79,46 @@ export class TierService {
     if (taken) throw conflict(`The folder "${project.folder}" is taken on storage "${storage}" by project ${taken.id}`, { errors: [{ param: 'storage', message: 'has a project with this folder name' }] })
   }
 
+  /**
+   * Claims the project for one move. The unique claim row per project makes two requests meet: one
+   * inserts it, the other finds it and gets a 409, unless that claim is over: its job ended
+   * (finished, failed, cancelled) or never came (no job after CLAIM_GRACE_MS). The one request whose
+   * delete removes an old claim inserts anew; the others meet that one. Returns the claim's id.
+   */
+  async claim(projectId: number, storage: string): Promise<number> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const now = new Date()
+      try {
+        const [row] = await this.knex('tier_claims').insert({ project_id: projectId, storage, job_id: null, created_at: now, updated_at: now }).returning('id')
+        return Number(typeof row === 'object' ? row.id : row)
+      } catch (err) {
+        if (!isUniqueViolation(err)) throw err
+      }
+      const held = await this.knex('tier_claims').where({ project_id: projectId }).first()
+      if (!held) continue
+      const jobId = held.job_id === null ? null : Number(held.job_id)
+      const live = jobId === null ? Date.now() - new Date(held.created_at).getTime() < CLAIM_GRACE_MS : Boolean(await this.knex('jobs').where({ id: jobId }).whereIn('state', ['queued', 'running']).first('id'))
+      if (live) throw conflict(`Project ${projectId} is being moved to storage "${held.storage}" already${jobId === null ? '' : ` (job ${jobId})`}`, { job_id: jobId })
+      await this.knex('tier_claims').where({ id: held.id }).delete()
+    }
+    throw conflict(`Project ${projectId} is being moved to another storage by another request`)
+  }
+
+  /** the claim's job is queued */
+  async claimed(claimId: number, jobId: number): Promise<void> {
+    await this.knex('tier_claims').where({ id: claimId }).update({ job_id: jobId, updated_at: new Date() })
+  }
+
+  /** claims whose jobs were not queued after all */
+  async unclaim(claimIds: number[]): Promise<void> {
+    if (claimIds.length) await this.knex('tier_claims').whereIn('id', claimIds).delete()
+  }
+
+  /** the job is done with the project; a failed job's claim stays until a new request finds it over */
+  async release(projectId: number, jobId: number): Promise<void> {
+    await this.knex('tier_claims').where({ project_id: projectId, job_id: jobId }).delete()
+  }
+
   /** projects a policy takes: not used (or created) since the cutoff, not on `storage`, at most `limit` */
   async byPolicy(storage: string, cutoff: Date, limit = 1000): Promise<number[]> {
     const rows = await this.knex('projects')
@@ -111,6 +155,8 @@ export class TierService {
       await this.journal.update(entry, intent)
 
       const copied = await this.copyTree(source, staging, ctx)
+      // stopped while the last page was verified: still before the switch, so it rolls back
+      ctx.signal.throwIfAborted()
       const final = path.join(targetRoot, project.folder)
       await mkdir(path.dirname(final), { recursive: true })
       await moveExclusive(staging, final, true).catch((err) => {
@@ -125,33 +171,39 @@ export class TierService {
     })
   }
 
-  /** copies and verifies every file (size and SHA-256 read back), recreates folders and symlinks */
+  /**
+   * Copies and verifies every file (one pass each through the hasher, flushed a page at a time,
+   * then read back: size and SHA-256 against what was read), recreates folders and symlinks.
+   * Any file that cannot be copied fails the move (all or nothing; the staging copy is rolled back).
+   */
   private async copyTree(source: string, staging: string, ctx: RunContext): Promise<{ files: number; bytes: number }> {
     const target = new DiskTarget(staging)
     let files = 0
     let bytes = 0
     let total = 0
     for await (const e of tree(source)) if (e.kind === 'file') total++
+    let page: Array<SourceFile<string>> = []
+    const flush = async () => {
+      const outcomes = await copyVerified(target, page, { check: 'fingerprint', signal: ctx.signal, reuse: false })
+      page = []
+      for (const o of outcomes) {
+        if (o.error) throw o.error
+        files++
+        bytes += o.sums.size
+      }
+      ctx.progress(files / Math.max(1, total))
+    }
     for await (const e of tree(source)) {
       ctx.signal.throwIfAborted()
       const to = path.join(staging, ...e.path.split('/'))
       if (e.kind === 'dir') await mkdir(to, { recursive: true })
       else if (e.kind === 'link') await symlink(await readlink(path.join(source, ...e.path.split('/'))), to)
       else {
-        const opened = await openInside(source, e.path, `file ${e.path}`)
-        try {
-          const sums = await sumsOf(readAll(opened.handle))
-          const sent = await target.put(e.path, readAll(opened.handle), sums, ctx.signal)
-          if (!sameSums(sent, sums)) throw new Error(`${e.path} changed while it was copied`)
-          await verify(target, e.path, sums, 'fingerprint', ctx.signal)
-          files++
-          bytes += sums.size
-          ctx.progress(files / Math.max(1, total))
-        } finally {
-          await opened.close()
-        }
+        page.push({ item: e.path, root: source, path: e.path, key: e.path })
+        if (page.length >= PAGE) await flush()
       }
     }
+    if (page.length) await flush()
     return { files, bytes }
   }
 

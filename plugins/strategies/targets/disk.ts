@@ -1,13 +1,24 @@
 import { randomBytes } from 'node:crypto'
-import { createReadStream, createWriteStream } from 'node:fs'
-import { mkdir, open, readdir, realpath, rename, rm, stat, unlink } from 'node:fs/promises'
+import { mkdir, open, readdir, realpath, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises'
 import path from 'node:path'
-import type { Readable } from 'node:stream'
-import { pipeline } from 'node:stream/promises'
-import { Hasher, type Head, type Sums, type Target } from './types.js'
+import { Readable } from 'node:stream'
+import { writeHashed, type Head, type PutBatch, type Sums, type Target } from './types.js'
+import { eachLimit } from '../concurrency.js'
 
 import { MamError, isInside, relativeSegments } from '../../../core/index.js'
 const PART = '.mamkit-part-'
+/** fsyncs in flight at once in a batch's commit */
+const SYNCS_AT_ONCE = 8
+
+/** flushes a file or a directory to the device */
+async function fsyncPath(file: string, flags: 'r' | 'r+'): Promise<void> {
+  const handle = await open(file, flags)
+  try {
+    await handle.sync()
+  } finally {
+    await handle.close()
+  }
+}
 
 /** a full disk is the client's business (507), named so; other errors stay what they are */
 function diskError(err: unknown, destination: string): unknown {
@@ -18,11 +29,13 @@ function diskError(err: unknown, destination: string): unknown {
 
 /**
  * A directory target: a mounted tape library front end, a NAS or a disk. Objects are written to a
- * hidden temporary name, flushed to the device (fsync) and renamed into place, so a crash or a full
- * disk never leaves a partial file under a real name.
+ * hidden temporary name, flushed to the device (fsync) and renamed into place (a batch flushes many
+ * together, then renames them and flushes their directories), so a crash or a full disk never leaves
+ * a partial file under a real name.
  */
 export class DiskTarget implements Target {
   readonly kind = 'disk'
+  readonly needsSumsFirst = false
   private root?: string
   constructor(private readonly destination: string) {}
 
@@ -40,25 +53,88 @@ export class DiskTarget implements Target {
     return file
   }
 
-  async put(key: string, source: Readable, _sums: Sums, signal?: AbortSignal): Promise<Sums> {
-    const file = await this.file(key)
-    await mkdir(path.dirname(file), { recursive: true })
-    const temp = path.join(path.dirname(file), `${PART}${randomBytes(6).toString('hex')}`)
-    const hasher = new Hasher()
+  async put(key: string, source: Readable, sums: Sums, signal?: AbortSignal): Promise<Sums> {
+    const batch = this.batch()
     try {
-      await pipeline(source, hasher, createWriteStream(temp, { flags: 'wx' }), { signal })
-      const handle = await open(temp, 'r+')
-      try {
-        await handle.sync()
-      } finally {
-        await handle.close()
-      }
-      await rename(temp, file)
-    } catch (err) {
-      await rm(temp, { force: true })
-      throw diskError(err, this.destination)
+      const sent = await batch.put(key, source, sums, signal)
+      const failed = (await batch.commit()).get(key)
+      if (failed) throw failed
+      return sent
+    } finally {
+      await batch.abort()
     }
-    return hasher.sums()
+  }
+
+  batch(): PutBatch {
+    // key → the temporary file it is written to (still open, for the commit's fsync) and the file it becomes
+    const staged = new Map<string, { temp: string; file: string; handle: FileHandle }>()
+    // folders made by this batch already (a page of files mostly shares a few)
+    const made = new Set<string>()
+    const remove = async (key: string) => {
+      const s = staged.get(key)
+      staged.delete(key)
+      if (!s) return
+      await s.handle.close().catch(() => {})
+      await rm(s.temp, { force: true })
+    }
+    return {
+      put: async (key, source, _sums, signal) => {
+        const file = await this.file(key)
+        const dir = path.dirname(file)
+        const temp = path.join(dir, `${PART}${randomBytes(6).toString('hex')}`)
+        let handle: FileHandle | undefined
+        try {
+          if (!made.has(dir)) {
+            await mkdir(dir, { recursive: true })
+            made.add(dir)
+          }
+          handle = await open(temp, 'wx')
+          const sums = await writeHashed(handle, source, signal)
+          if (staged.has(key)) await remove(key)
+          staged.set(key, { temp, file, handle })
+          return sums
+        } catch (err) {
+          source.destroy()
+          await handle?.close().catch(() => {})
+          if (handle) await rm(temp, { force: true })
+          throw diskError(err, this.destination)
+        }
+      },
+      drop: remove,
+      commit: async () => {
+        const failed = new Map<string, Error>()
+        const entries = [...staged]
+        staged.clear()
+        // the data first, several files at once (the file system joins their journal commits) …
+        await eachLimit(entries, SYNCS_AT_ONCE, async ([key, { temp, handle }]) => {
+          try {
+            await handle.sync()
+          } catch (err) {
+            failed.set(key, diskError(err, this.destination) as Error)
+          } finally {
+            await handle.close().catch(() => {})
+          }
+          if (failed.has(key)) await rm(temp, { force: true })
+        })
+        // … then the names, and each directory once so the renames outlive a crash too
+        const dirs = new Set<string>()
+        for (const [key, { temp, file }] of entries) {
+          if (failed.has(key)) continue
+          try {
+            await rename(temp, file)
+            dirs.add(path.dirname(file))
+          } catch (err) {
+            failed.set(key, diskError(err, this.destination) as Error)
+            await rm(temp, { force: true })
+          }
+        }
+        for (const dir of dirs) await fsyncPath(dir, 'r')
+        return failed
+      },
+      abort: async () => {
+        for (const key of [...staged.keys()]) await remove(key)
+      },
+    }
   }
 
   async head(key: string): Promise<Head | null> {
@@ -66,10 +142,32 @@ export class DiskTarget implements Target {
     return info?.isFile() ? { size: info.size } : null
   }
 
+  /** the object's bytes in reads of up to 1 MiB (a plain loop of reads: a missing object fails here, not in the stream) */
   async get(key: string): Promise<Readable> {
-    const file = await this.file(key)
-    await stat(file)
-    return createReadStream(file, { highWaterMark: 1 << 20 })
+    const handle = await open(await this.file(key), 'r')
+    const { size } = await handle.stat().catch(async (err) => {
+      await handle.close()
+      throw err
+    })
+    const chunk = Math.min(1 << 20, Math.max(16_384, size + 1))
+    return Readable.from(
+      (async function* () {
+        try {
+          for (let pos = 0; ; ) {
+            const buf = Buffer.allocUnsafe(chunk)
+            const { bytesRead } = await handle.read(buf, 0, buf.length, pos)
+            if (!bytesRead) return
+            pos += bytesRead
+            yield buf.subarray(0, bytesRead)
+            // a short read of a regular file is its end
+            if (bytesRead < buf.length) return
+          }
+        } finally {
+          await handle.close()
+        }
+      })(),
+      { objectMode: false },
+    )
   }
 
   async delete(key: string): Promise<void> {

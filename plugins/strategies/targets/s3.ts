@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream'
 import { AbortMultipartUploadCommand, ListMultipartUploadsCommand, DeleteObjectCommand, DeleteObjectsCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3'
 import { Upload } from '@aws-sdk/lib-storage'
-import { Hasher, type Head, type Sums, type Target } from './types.js'
+import { Hasher, type Head, type PutBatch, type Sums, type Target } from './types.js'
 
 import { MamError } from '../../../core/index.js'
 export interface S3Settings {
@@ -29,14 +29,33 @@ export function parseS3Url(destination: string): { bucket: string; prefix: strin
 /** multipart above this; parts of this size (S3's minimum is 5 MiB) */
 const PART_SIZE = 8 * 1024 * 1024
 
-/** unreachable or refusing object storage is a 503 naming the target, not a 500 */
+/** answers that say "later" rather than "no" */
+const TRANSIENT_CODES = new Set(['SlowDown', 'Throttling', 'ThrottlingException', 'RequestThrottled', 'RequestLimitExceeded', 'TooManyRequestsException', 'RequestTimeout', 'RequestTimeoutException', 'InternalError', 'ServiceUnavailable', 'TimeoutError'])
+/** a connection that broke or could not be made (a restarting gateway, a load balancer's reset) */
+const NETWORK_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'ECONNABORTED', 'EPIPE', 'ETIMEDOUT', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ENETDOWN', 'UND_ERR_SOCKET', 'ERR_STREAM_PREMATURE_CLOSE'])
+
+/** whether another try later may succeed: 5xx, 429 and throttling, a broken connection */
+export function isTransientS3(err: any): boolean {
+  const status = err?.$metadata?.httpStatusCode
+  if (typeof status === 'number' && (status >= 500 || status === 429)) return true
+  if (TRANSIENT_CODES.has(err?.Code) || TRANSIENT_CODES.has(err?.name)) return true
+  if (NETWORK_CODES.has(err?.code) || NETWORK_CODES.has(err?.errno) || NETWORK_CODES.has(err?.cause?.code)) return true
+  return Boolean(err?.$retryable)
+}
+
+/**
+ * Unreachable or refusing object storage is a 503 naming the target, not a 500; an answer that may
+ * change (5xx, throttling, a reset connection) is marked `transient`, and the jobs retry it with a
+ * backoff before they fail a file (concurrency.ts retryTransient).
+ */
 function s3Error(err: any, what: string): unknown {
   if (err instanceof MamError) return err
   if (err?.name === 'AbortError') return err
   const status = err?.$metadata?.httpStatusCode
   const why = err?.Code ?? err?.name ?? err?.code ?? 'error'
   if (why === 'EntityTooLarge' || why === 'QuotaExceeded') return Object.assign(new MamError('insufficient_storage', `${what}: the object storage is full (${why})`), { permanent: true })
-  return new MamError('service_unavailable', `${what}: the object storage answered ${status ?? ''} ${why}: ${err?.message ?? ''}`.replace(/\s+/g, ' ').trim())
+  const error = new MamError('service_unavailable', `${what}: the object storage answered ${status ?? ''} ${why}: ${err?.message ?? ''}`.replace(/\s+/g, ' ').trim())
+  return isTransientS3(err) ? Object.assign(error, { transient: true }) : error
 }
 
 /**
@@ -46,6 +65,7 @@ function s3Error(err: any, what: string): unknown {
  */
 export class S3Target implements Target {
   readonly kind = 's3'
+  readonly needsSumsFirst = true
   private readonly client: S3Client
   constructor(private readonly s: S3Settings) {
     this.client = new S3Client({
@@ -92,6 +112,19 @@ export class S3Target implements Target {
     return hasher.sums()
   }
 
+  /** an upload is durable when it is done: a batch is plain puts */
+  batch(): PutBatch {
+    return {
+      put: (key, source, sums, signal) => {
+        if (!sums) throw new MamError('internal', `S3 put of ${key} without its checksums (they go in the object metadata)`)
+        return this.put(key, source, sums, signal)
+      },
+      drop: (key) => this.delete(key),
+      commit: async () => new Map(),
+      abort: async () => {},
+    }
+  }
+
   async head(key: string): Promise<Head | null> {
     try {
       const r = await this.client.send(new HeadObjectCommand({ Bucket: this.s.bucket, Key: this.key(key) }))
@@ -105,7 +138,12 @@ export class S3Target implements Target {
   async get(key: string, signal?: AbortSignal): Promise<Readable> {
     try {
       const r = await this.client.send(new GetObjectCommand({ Bucket: this.s.bucket, Key: this.key(key) }), { abortSignal: signal })
-      return r.Body as Readable
+      const body = r.Body as Readable
+      // a connection reset while the body streams is as passing as one before it (listened to before any consumer)
+      body.on('error', (err: any) => {
+        if (err && typeof err === 'object' && isTransientS3(err)) err.transient = true
+      })
+      return body
     } catch (err) {
       throw s3Error(err, `GET ${key}`)
     }

@@ -98,12 +98,14 @@ onEachDatabase(
     t.equal((await rowOf(s, fresh.id)).storage, 'default')
     assertProblem(t, await s.request('POST', '/projects/tier', { token: s.admin.token, json: { storage: 'slow', older_than_days: 30 } }), 422, ['older_than_days'])
 
-    // back, twice at once: the jobs serialise on the project; it ends whole in one place
+    // back, twice at once: the claim on the project lets exactly one through, the other is a 409
     const racing = await Promise.all([1, 2].map(() => s.request('POST', '/projects/tier', { token: s.admin.token, form: { 'project_ids[]': String(p.id), storage: 'default' } })))
     const accepted = racing.filter((r) => r.status === 202)
-    t.ok(accepted.length >= 1, 'at least one accepted')
+    t.equal(accepted.length, 1, `exactly one accepted (${racing.map((r) => r.status).join(', ')})`)
     for (const r of racing.filter((x) => x.status !== 202)) assertProblem(t, r, 409)
+    t.equal(await knex(s)('jobs').where({ type: 'strategies.tier', project_id: p.id }).whereIn('state', ['queued', 'running']).count({ n: '*' }).then((r: any) => Number(r[0].n)) <= 1, true, 'one move queued')
     for (const r of accepted) t.equal((await waitForJob(s, s.admin.token, r.body.job.id)).state, 'finished')
+    t.equal(await knex(s)('tier_claims').where({ project_id: p.id }).count({ n: '*' }).then((r: any) => Number(r[0].n)), 0, 'the finished job gave its claim up')
     t.equal((await rowOf(s, p.id)).storage, 'default')
     await assertWhole(t, p.path, 'back on default')
     t.notOk(await exists(path.join(slow, before.folder)), 'nothing left on slow')
@@ -159,6 +161,25 @@ onEachDatabase(
     // a rerun of a job whose project moved already is done at once (at least once)
     const again = await tierService(s).tier(s.em(), p.id, 'slow', ctx())
     t.match(again, { moved: false, storage: 'slow' })
+
+    // claims (jobs do not run in this server): a queued move holds the project, an ended one does not
+    const claims = () => knex(s)('tier_claims').where({ project_id: p.id }).select('job_id')
+    const home = { token: s.admin.token, json: { project_id: p.id, storage: 'default' } }
+    const first = await s.request('POST', '/projects/tier', home)
+    t.equal(first.status, 202, first.text)
+    t.same((await claims()).map((c: any) => Number(c.job_id)), [first.body.job.id], 'claimed for its job')
+    assertProblem(t, await s.request('POST', '/projects/tier', home), 409)
+    await knex(s)('jobs').where({ id: first.body.job.id }).update({ state: 'failed' })
+    const second = await s.request('POST', '/projects/tier', home)
+    t.equal(second.status, 202, `a claim whose job failed is taken over: ${second.text}`)
+    t.same((await claims()).map((c: any) => Number(c.job_id)), [second.body.job.id])
+    // a request that died between its claim and its job: the claim holds for a while, then lapses
+    await knex(s)('jobs').where({ id: second.body.job.id }).update({ state: 'cancelled' })
+    await knex(s)('tier_claims').where({ project_id: p.id }).update({ job_id: null, created_at: new Date() })
+    assertProblem(t, await s.request('POST', '/projects/tier', home), 409)
+    await knex(s)('tier_claims').where({ project_id: p.id }).update({ created_at: new Date(Date.now() - 10 * 60_000) })
+    t.equal((await s.request('POST', '/projects/tier', home)).status, 202, 'a claim without a job for minutes lapses')
+    t.equal((await claims()).length, 1)
   },
   { runJobs: false, config: { plugins: { strategies: { roots: [dir] }, ...storagesConfig('b') } } },
 )

@@ -1,0 +1,164 @@
+import type { Stats } from 'node:fs'
+import type { FileHandle } from 'node:fs/promises'
+import { Readable } from 'node:stream'
+import { MamError, openInside } from '../../core/index.js'
+import { eachLimit, retryTransient } from './concurrency.js'
+import { sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
+
+export type TransmissionCheck = 'none' | 'size' | 'checksum' | 'fingerprint'
+
+/** a copy failed in a way this file alone suffers (recorded on it, the rest goes on) */
+export class FileError extends Error {}
+
+/** what is recorded on the file and lets the others go on: our FileError, a refused path (403), a full target (507) */
+export const isFileFailure = (err: unknown) => err instanceof FileError || (err instanceof MamError && [403, 507].includes(err.status))
+
+/** files copied (and read back) at once: small files are latency-bound, large ones stream 1 MiB reads */
+export const PARALLEL = 4
+const READ_SIZE = 1 << 20
+
+/**
+ * Verifies an object on the target against the source's checksums: `size` asks the target for the
+ * object's size, `checksum` adds the checksums stored with it (S3 metadata; a disk target has none
+ * and keeps them in the manifest), `fingerprint` reads the object back (1 MiB reads) and hashes it.
+ * Releasing an original always needs at least the size check, whatever the strategy says.
+ */
+export async function verify(target: Target, key: string, sums: Sums, check: TransmissionCheck, signal?: AbortSignal): Promise<void> {
+  if (check === 'none') return
+  const head = await target.head(key)
+  if (!head) throw new FileError(`the copy of ${key} is missing on the target`)
+  if (head.size !== sums.size) throw new FileError(`the copy of ${key} has ${head.size} bytes, the original ${sums.size}`)
+  if (check === 'size') return
+  if (head.sha256 !== undefined && head.sha256 !== sums.sha256) throw new FileError(`the copy of ${key} carries checksum ${head.sha256}, the original has ${sums.sha256}`)
+  if (check === 'checksum') return
+  const back = await sumsOf(await target.get(key, signal))
+  if (!sameSums(back, sums)) throw new FileError(`the copy of ${key} read back hashes to ${back.sha256} (${back.size} bytes), the original to ${sums.sha256} (${sums.size} bytes)`)
+}
+
+/**
+ * The bytes of an opened file from offset 0, by positional reads. Not `createReadStream({ fd })`:
+ * a pipeline that fails destroys its streams, and a destroyed fs stream closes its descriptor even
+ * with `autoClose: false`, so the handle's own close later hit EBADF (or another file's descriptor).
+ * `sizeHint` (the size the file had) keeps the buffers of small files small.
+ */
+export function readAll(handle: FileHandle, sizeHint?: number): Readable {
+  const size = sizeHint === undefined ? READ_SIZE : Math.min(READ_SIZE, Math.max(16_384, sizeHint + 1))
+  return Readable.from(
+    (async function* () {
+      for (let pos = 0; ; ) {
+        const buf = Buffer.allocUnsafe(size)
+        const { bytesRead } = await handle.read(buf, 0, buf.length, pos)
+        if (!bytesRead) return
+        pos += bytesRead
+        yield buf.subarray(0, bytesRead)
+        // a short read of a regular file is its end (one read per small file, not two)
+        if (bytesRead < buf.length) return
+      }
+    })(),
+    { objectMode: false },
+  )
+}
+
+/** one file to copy: read from `path` inside `root`, written to `key` */
+export interface SourceFile<T> {
+  item: T
+  root: string
+  path: string
+  key: string
+  /** checksums known before (the asset's), valid while the file has this size and modification time (ms) */
+  known?: { sums: Sums; size: number; mtimeMs: number } | null
+}
+
+/** a verified copy (`sums` of the bytes sent; `size` and `mtimeMs` the original had), or why this file was not copied */
+export type Copied<T> = { item: T; sums: Sums; size: number; mtimeMs: number; reused: boolean; error?: undefined } | { item: T; error: Error }
+
+export interface CopyOptions {
+  check: TransmissionCheck
+  signal: AbortSignal
+  /** a copy already on the target that checks out is kept (a rerun after a crash); needs known checksums */
+  reuse: boolean
+  onRetry?: (err: unknown, what: string) => void
+}
+
+/** size, modification and change time (to the sub-microsecond the stat gives) */
+const changed = (a: Stats, b: Stats) => a.size !== b.size || a.mtimeMs !== b.mtimeMs || a.ctimeMs !== b.ctimeMs
+
+/**
+ * Copies files to a target in one pass each and verifies them: every file is opened inside its root
+ * (never a symlink out of it) and streamed through the hasher into one batch of the target (a few
+ * at once), so the bytes sent are the bytes hashed; the original must be unchanged afterwards (size,
+ * modification and change time, and its known checksums). A target that stores the
+ * checksums with the object (S3) has the file hashed first when they are not known. The batch is
+ * then committed (durable: see PutBatch), and only then each copy is verified per `check`, a few
+ * read-backs at once. Transient target errors are retried per file with a bounded backoff.
+ *
+ * Per-file failures (isFileFailure) come back in the list; any other error is thrown once nothing
+ * is in flight any more, with the batch's uncommitted objects removed.
+ */
+export async function copyVerified<T>(target: Target, files: Array<SourceFile<T>>, options: CopyOptions): Promise<Array<Copied<T>>> {
+  const { check, signal } = options
+  const out: Array<Copied<T>> = []
+  const sent: Array<{ file: SourceFile<T>; sums: Sums; size: number; mtimeMs: number }> = []
+  const batch = target.batch()
+  const retry = <R>(what: string, fn: () => Promise<R>) => retryTransient(fn, { signal, onRetry: (err) => options.onRetry?.(err, what) })
+  try {
+    await eachLimit(files, PARALLEL, async (file) => {
+      try {
+        const copied = await retry(`copy of ${file.path}`, () => copyOne(target, batch, file, options))
+        if (copied.reused) out.push({ item: file.item, ...copied })
+        else sent.push({ file, ...copied })
+      } catch (err) {
+        if (signal.aborted || !isFileFailure(err)) throw err
+        out.push({ item: file.item, error: err as Error })
+      }
+    })
+    const failed = await batch.commit()
+    for (const [key, err] of failed) if (!isFileFailure(err)) throw err
+    await eachLimit(sent, PARALLEL, async ({ file, sums, size, mtimeMs }) => {
+      try {
+        const err = failed.get(file.key)
+        if (err) throw err
+        // nothing below `none`: a copy must at least have the size of its original before anything is released
+        await retry(`verification of ${file.key}`, () => verify(target, file.key, sums, check === 'none' ? 'size' : check, signal))
+        out.push({ item: file.item, sums, size, mtimeMs, reused: false })
+      } catch (err) {
+        if (signal.aborted || !isFileFailure(err)) throw err
+        out.push({ item: file.item, error: err as Error })
+      }
+    })
+    return out
+  } finally {
+    await batch.abort()
+  }
+}
+
+async function copyOne<T>(target: Target, batch: ReturnType<Target['batch']>, file: SourceFile<T>, options: CopyOptions): Promise<{ sums: Sums; size: number; mtimeMs: number; reused: boolean }> {
+  const opened = await openInside(file.root, file.path, `file ${file.path}`).catch((err) => {
+    if (err.code === 'ENOENT') throw new FileError(`${file.path} vanished before it was copied`)
+    if (err instanceof MamError) throw new FileError(err.message)
+    throw err
+  })
+  try {
+    const before = opened.stats
+    const size = opened.stats.size
+    const mtimeMs = Math.floor(opened.stats.mtimeMs)
+    const known = file.known && file.known.size === size && file.known.mtimeMs === mtimeMs ? file.known.sums : null
+    // S3 metadata is set when the upload starts: without known checksums the file is read twice there
+    const sums = known ?? (target.needsSumsFirst ? await sumsOf(readAll(opened.handle, size)) : null)
+    if (options.reuse && sums) {
+      // a rerun after a crash: a copy that is there and checks out is not sent again
+      const there = await target.head(file.key)
+      if (there && there.size === sums.size && (await verify(target, file.key, sums, options.check === 'none' ? 'size' : options.check, options.signal).then(() => true, () => false)))
+        return { sums, size, mtimeMs, reused: true }
+    }
+    const got = await batch.put(file.key, readAll(opened.handle, size), sums, options.signal)
+    const after = await opened.handle.stat()
+    if (changed(before, after) || got.size !== size || (sums && !sameSums(got, sums))) {
+      await batch.drop(file.key)
+      throw new FileError(`${file.path} changed while it was copied; it is copied again on the next run`)
+    }
+    return { sums: got, size, mtimeMs, reused: false }
+  } finally {
+    await opened.close()
+  }
+}
