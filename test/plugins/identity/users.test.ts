@@ -246,6 +246,17 @@ onEachDatabase(t, 'users: invitation without an SMTP server is 503 and creates n
   t.equal((await s.runtime.db.knex('invitations')).length, 0, 'no invitation stored')
 })
 
+onEachDatabase(t, 'users: without an SMTP server, an invalid invitation is refused for what it is (422/409) before the 503', async (t, s) => {
+  const invite = (user: Record<string, unknown>) => s.request('POST', '/users/invite', { token: s.admin.token, json: { user } })
+  assertProblem(t, await invite({ username: 'nomail', email: 'nomail@example.test', role_id: 99999 }), 422, ['user[role_id]'])
+  assertProblem(t, await invite({ username: s.user.username, email: 'taken@example.test' }), 409)
+  assertProblem(t, await invite({ username: 'nomail', email: 'not-an-address' }), 422, ['user[email]'])
+  assertProblem(t, await invite({ username: 'nomail', email: 'nomail@example.test' }), 503) // valid: then the missing mail server
+  // the same check for POST /users: the parameter as the client sent it
+  assertProblem(t, await s.request('POST', '/users', { token: s.admin.token, json: { user: { username: 'norole', password: 'a-long-password', role_id: 99999 } } }), 422, ['user[role_id]'])
+  t.equal((await s.runtime.db.knex('users').whereIn('username', ['nomail', 'norole'])).length, 0, 'nobody created')
+})
+
 onEachDatabase(t, 'users: a new password ends the other login sessions; API keys stay (issue 18 item 11)', async (t, s) => {
   const me = s.user
   const here = (await login(s, me.username, me.password)).body.authentication_token as string
