@@ -3,7 +3,7 @@ import { projectServices } from '../projects/refs.js'
 import { strategyServices } from './refs.js'
 import { TierJob } from './jobs.js'
 
-import { IdParam, conflict, coreServices, invalidParam, serializeJob, type RegisterApi } from '../../core/index.js'
+import { IdParam, accepted, conflict, coreServices, invalidParam, serializeJob, type RegisterApi } from '../../core/index.js'
 
 const TierInput = Type.Object(
   {
@@ -67,8 +67,8 @@ export function registerTierRoutes(api: RegisterApi) {
         if (!selected.length) throw invalidParam(days !== undefined ? 'older_than_days' : 'last_used_before', `selects no project that can move to storage "${storage}"`)
       }
       const queued = await jobs().enqueueMany(selected.map((projectId) => ({ type: TierJob, payload: { projectId, storage }, options: { userId: ctx.user.userId, projectId } })))
-      ctx.status = 202
-      return { job: serializeJob(queued[0]), jobs: queued.map(serializeJob) }
+      // the first job as `job` (clients that follow one), every job as `jobs`
+      return accepted(ctx, { job: serializeJob(queued[0]), jobs: queued.map(serializeJob) })
     },
   )
 }
