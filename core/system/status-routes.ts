@@ -3,7 +3,7 @@ import type { MamContext } from '../http/context.js'
 import { IdParams } from '../http/schemas.js'
 import { iso } from '../db/entity.js'
 import { notFound } from '../errors.js'
-import type { JobService } from '../jobs/service.js'
+import { coreServices } from '../plugin/services.js'
 import type { JobKind, JobRow } from '../jobs/types.js'
 
 export function serializeJob(job: JobRow) {
@@ -36,12 +36,12 @@ export function registerStatusRoutes({ routes }: RegisterApi) {
   routes.get('/copy_to_status/:id', { access: 'authenticated', params: IdParams, summary: 'status of a copy-to job' }, show(['copy_to']))
   routes.delete('/status/:id', { access: 'authenticated', params: IdParams, summary: 'cancel a job' }, async (ctx) => {
     const job = await visibleJob(ctx, null)
-    return { job: serializeJob((await ctx.resolve<JobService>('jobs').cancel(job.id))!) }
+    return { job: serializeJob((await ctx.resolve(coreServices.jobs).cancel(job.id))!) }
   })
 }
 
 async function visibleJob(ctx: MamContext, kinds: JobKind[] | null): Promise<JobRow> {
-  const job = await ctx.resolve<JobService>('jobs').get(ctx.params.id)
+  const job = await ctx.resolve(coreServices.jobs).get(ctx.params.id)
   const user = ctx.user!
   if (!job || (kinds && !kinds.includes(job.kind)) || (!user.isAdmin && job.user_id !== user.userId)) throw notFound('job', ctx.params.id)
   return job
