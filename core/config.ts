@@ -1,6 +1,7 @@
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
 import path from 'node:path'
+import { BootError } from './errors.js'
 
 export interface MamConfig {
   /** everything the server writes lives below this folder */
@@ -63,6 +64,13 @@ export interface MamConfig {
     /** the Retry-After (seconds) of a 503 that an outage or a lock answered */
     retryAfterSeconds: number
   }
+  /**
+   * Named storages where projects live: name → folder. `default` (`<dataDir>/storage/default`)
+   * is always there unless named here. Merged from the config files' `storages`, their old spelling
+   * `plugins.storage.storages`, and `MAMKIT_STORAGES=name=/folder,other=/folder2` (which wins per name);
+   * checked at boot (a bad name or folder is a `SETTINGS_INVALID` boot error naming it).
+   */
+  storages: Record<string, string>
   /** anything else, keyed by plugin name */
   plugins: Record<string, Record<string, unknown>>
 }
@@ -121,8 +129,36 @@ export function resolveConfig(input: MamConfigInput = {}, env: NodeJS.ProcessEnv
       retryAfterSeconds: num(env.MAMKIT_DB_RETRY_AFTER_S) ?? 5,
       ...input.database,
     },
+    storages: storagesOf(input, env),
     plugins: input.plugins ?? {},
   }
+}
+
+const STORAGE_NAME = /^[A-Za-z0-9_-]{1,64}$/
+const badStorage = (where: string, why: string) => new BootError('SETTINGS_INVALID', 'core', `setting ${where} ${why}`)
+
+/** the named storages of every source, checked; later sources win per name (the environment last, as before) */
+function storagesOf(input: MamConfigInput, env: NodeJS.ProcessEnv): Record<string, string> {
+  const storages: Record<string, string> = {}
+  const add = (where: string, name: string, folder: unknown) => {
+    if (!STORAGE_NAME.test(name)) throw badStorage(where, `names a storage "${name}": names are 1 to 64 letters, digits, _ or -`)
+    if (typeof folder !== 'string' || folder.trim() === '') throw badStorage(where, 'must be a folder (a non-empty path)')
+    storages[name] = folder.trim()
+  }
+  const addAll = (where: string, value: unknown) => {
+    if (value === undefined || value === null) return
+    if (typeof value !== 'object' || Array.isArray(value)) throw badStorage(where, 'must be an object of storage names to folders ({"media_1": "/mnt/media1"})')
+    for (const [name, folder] of Object.entries(value)) add(`${where}.${name}`, name, folder)
+  }
+  addAll('plugins.storage.storages', input.plugins?.storage?.storages) // the old spelling, still read
+  addAll('storages', input.storages)
+  for (const pair of (env.MAMKIT_STORAGES ?? '').split(',').map((p) => p.trim()).filter(Boolean)) {
+    const eq = pair.indexOf('=')
+    if (eq <= 0) throw badStorage('MAMKIT_STORAGES', `has "${pair}", which is not name=/folder`)
+    const name = pair.slice(0, eq).trim()
+    add(`MAMKIT_STORAGES (${name})`, name, pair.slice(eq + 1))
+  }
+  return storages
 }
 
 function loadSecretKey(dataDir: string): Buffer {

@@ -178,7 +178,7 @@ export class MamRuntime {
       const app = buildHttpApp({
         routes: loaded.routes,
         container,
-        auth: container.resolve('auth'),
+        auth: container.resolve<AuthService>(coreServices.auth.id),
         features,
         config,
         log,
@@ -226,7 +226,7 @@ export class MamRuntime {
     client.on('error', replace)
     client.on('end', () => replace())
     client.on('notification', (msg) => {
-      if (msg.channel === AUTH_CHANNEL) this.container.resolve<AuthService>('auth').applyRemote(msg.payload ?? '')
+      if (msg.channel === AUTH_CHANNEL) this.container.resolve<AuthService>(coreServices.auth.id).applyRemote(msg.payload ?? '')
       else this.runner.notified(msg.payload ?? '')
     })
     try {
@@ -234,7 +234,7 @@ export class MamRuntime {
       // jobs last: test/core/jobs.test.ts finds the listener by its last statement
       await client.query(`listen ${AUTH_CHANNEL}`)
       await client.query(`listen ${NOTIFY_CHANNEL}`)
-      this.container.resolve<AuthService>('auth').applyRemote('all') // anything revoked while nobody listened
+      this.container.resolve<AuthService>(coreServices.auth.id).applyRemote('all') // anything revoked while nobody listened
       this.runner.wake() // anything enqueued while nobody listened
     } catch (err) {
       replace(err as Error)
@@ -246,7 +246,7 @@ export class MamRuntime {
     this.closing = true
     await this.runner.close()
     await this.listener?.end().catch(() => {})
-    this.container.resolve<MediaTools>('mediaTools').close()
+    this.container.resolve<MediaTools>(coreServices.mediaTools.id).close()
     await this.container.dispose()
     await this.db.close()
   }

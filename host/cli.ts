@@ -59,7 +59,7 @@ const USAGE = `mamkit <command> [options]
   events                                    the event catalogue: name plugin subject description
 
 every command: [--config mamkit.json] [--data-dir DIR] [--database-url URL] [--plugin MODULE ...]
-  (--config: a JSON file of settings, e.g. {"plugins": {"assets": {"proxy": {...}}, "platform": {...}}};
+  (--config: a JSON file of settings, e.g. {"storages": {"media_1": "/mnt/media1"}, "plugins": {"assets": {"proxy": {...}}, "platform": {...}}};
    options on the command line win over it)
   (env MAMKIT_DATA_DIR, MAMKIT_DATABASE_URL, MAMKIT_PLUGINS=comma,separated)`
 
@@ -108,7 +108,7 @@ function portOf(value: string | undefined, source: string): number | undefined {
   return port
 }
 
-/** the --config file: MamConfigInput as JSON (dataDir, databaseUrl, port, host, logLevel, limits, jobs, http, auth, plugins) */
+/** the --config file: MamConfigInput as JSON (dataDir, databaseUrl, port, host, logLevel, limits, jobs, http, auth, storages, plugins) */
 function configFile(): MamConfigInput {
   const file = values.config
   if (!file) return {}
@@ -119,12 +119,15 @@ function configFile(): MamConfigInput {
     fail(`--config ${file}: ${(err as Error).message}`)
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) fail(`--config ${file}: the file holds a JSON object`)
-  const known = new Set(['dataDir', 'databaseUrl', 'port', 'host', 'logLevel', 'limits', 'jobs', 'http', 'auth', 'plugins'])
+  const known = new Set(['dataDir', 'databaseUrl', 'port', 'host', 'logLevel', 'limits', 'jobs', 'http', 'auth', 'storages', 'plugins'])
   const unknown = Object.keys(parsed).filter((k) => !known.has(k))
   if (unknown.length) fail(`--config ${file}: unknown keys ${unknown.join(', ')} (known: ${[...known].join(', ')})`)
   const input = parsed as MamConfigInput
   // relative folders are relative to the file, not to where the command runs
   if (typeof input.dataDir === 'string') input.dataDir = path.resolve(path.dirname(file), input.dataDir)
+  // (resolveConfig checks the storages; a value that is no folder is left for it to name)
+  if (input.storages && typeof input.storages === 'object')
+    for (const [name, folder] of Object.entries(input.storages)) if (typeof folder === 'string' && folder.trim()) input.storages[name] = path.resolve(path.dirname(file), folder.trim())
   return input
 }
 

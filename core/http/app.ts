@@ -17,6 +17,7 @@ import { dispatch, noAnswer, routeHandler, type RouteHandler, type Routed } from
 import { hasUploads, removeUploads } from './uploads.js'
 import type { MamContext } from './context.js'
 import type { RequestObservers } from './metrics.js'
+import { coreServices } from '../plugin/services.js'
 
 export interface HttpDeps {
   routes: CompiledRoute[]
@@ -67,7 +68,7 @@ function extendContext(app: Koa, container: AwilixContainer) {
     },
     em: {
       get(this: any) {
-        return this.scope.resolve('em')
+        return this.scope.resolve(coreServices.em.id)
       },
     },
     app_client: {

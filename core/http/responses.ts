@@ -4,8 +4,16 @@ import type { MamContext } from './context.js'
 
 /** A job was queued for the request: 202 with the job (`GET /status/:id` follows it). */
 export function acceptedJob(ctx: MamContext, job: JobRow) {
+  return accepted(ctx, { job: serializeJob(job) })
+}
+
+/**
+ * The request was taken on and its work goes on (202) with another body than one job: the state
+ * of the work (an archive, a package being made) or several jobs. One job alone: `acceptedJob`.
+ */
+export function accepted<T>(ctx: MamContext, body: T): T {
   ctx.status = 202
-  return { job: serializeJob(job) }
+  return body
 }
 
 /** A record was made: 201 with it under its root key. */

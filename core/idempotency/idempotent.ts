@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import type { MamContext } from '../http/context.js'
-import type { MamConfig } from '../config.js'
 import type { Knex } from '../db/orm.js'
+import { coreServices } from '../plugin/services.js'
 import { invalidParam } from '../errors.js'
 import { IdempotencyKeys } from './store.js'
 
@@ -39,8 +39,8 @@ export async function idempotent<T>(ctx: MamContext, status: number, work: (answ
     return body
   }
   if (!KEY.test(key)) throw invalidParam(HEADER, 'must be 1 to 255 visible ASCII characters')
-  const config = ctx.resolve<MamConfig>('config')
-  const keys = new IdempotencyKeys(ctx.resolve<Knex>('knex'), config.jobs.leaseMs)
+  const config = ctx.resolve(coreServices.config)
+  const keys = new IdempotencyKeys(ctx.resolve(coreServices.knex), config.jobs.leaseMs)
   const route = `${ctx.method} ${(ctx as { _matchedRoute?: string })._matchedRoute ?? ctx.path}`
   const claim = await keys.claim({ userId: ctx.user!.userId, key, route, fingerprint: fingerprintOf(ctx) })
   if ('replay' in claim) {
@@ -58,7 +58,7 @@ export async function idempotent<T>(ctx: MamContext, status: number, work: (answ
         saved = true
       },
     })
-    if (!saved) await keys.save(ctx.resolve<Knex>('knex'), claim.id, status, body)
+    if (!saved) await keys.save(ctx.resolve(coreServices.knex), claim.id, status, body)
     ctx.status = status
     return body
   } catch (err) {

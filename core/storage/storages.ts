@@ -11,25 +11,20 @@ export interface Storage {
 }
 
 /**
- * Named storages (`media_1` → /mnt/media1) where projects live. Configured with
- * `MAMKIT_STORAGES=media_1=/mnt/media1,media_2=/mnt/media2` or `config.plugins.storage.storages`;
- * there is always a `default` storage below the data dir. Resolved as `storages`.
+ * Named storages (`media_1` → /mnt/media1) where projects live: `config.storages` (from the config's
+ * `storages`, `MAMKIT_STORAGES=media_1=/mnt/media1,media_2=/mnt/media2` or the old spelling
+ * `plugins.storage.storages`, checked by `resolveConfig`); there is always a `default` storage
+ * below the data dir. Resolved as `coreServices.storages`.
  */
 export class StorageRegistry {
   private readonly storages = new Map<string, Storage>()
 
-  constructor(config: MamConfig, env = process.env) {
-    const configured = { ...(config.plugins.storage?.storages as Record<string, string> | undefined) }
-    for (const pair of (env.MAMKIT_STORAGES ?? '').split(',').filter(Boolean)) {
-      const [name, dir] = pair.split('=')
-      if (name && dir) configured[name.trim()] = dir.trim()
-    }
+  constructor(config: Pick<MamConfig, 'dataDir' | 'storages'>) {
     this.add('default', path.join(config.dataDir, 'storage', 'default'))
-    for (const [name, dir] of Object.entries(configured)) this.add(name, dir)
+    for (const [name, dir] of Object.entries(config.storages ?? {})) this.add(name, dir)
   }
 
   private add(name: string, dir: string) {
-    if (!/^[A-Za-z0-9_-]{1,64}$/.test(name)) throw new Error(`storage name "${name}" must be letters, digits, _ or -`)
     const root = path.resolve(dir)
     mkdirSync(root, { recursive: true })
     this.storages.set(name, { name, root })
@@ -44,7 +39,7 @@ export class StorageRegistry {
     if (!s)
       throw invalidParam(
         param,
-        `${quoted(name, 64)} is not a configured storage (known: ${[...this.storages.keys()].join(', ')}); an administrator adds storages with MAMKIT_STORAGES=name=/folder,other=/folder2 (or config.plugins.storage.storages) and restarts the server`,
+        `${quoted(name, 64)} is not a configured storage (known: ${[...this.storages.keys()].join(', ')}); an administrator adds storages with MAMKIT_STORAGES=name=/folder,other=/folder2 (or the config's storages) and restarts the server`,
       )
     return s
   }

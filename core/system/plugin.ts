@@ -2,7 +2,6 @@ import { definePlugin } from '../plugin/contract.js'
 import { ApiKeySchema, AuthTokenSchema, RoleSchema, UserSchema, User } from '../auth/entities.js'
 import { createUser, ensureBuiltinRoles } from '../auth/accounts.js'
 import { SERVER_VERSION } from '../version.js'
-import type { EntityManager } from '../db/orm.js'
 import { coreMigrations } from './migrations.js'
 import { coreEvents } from './events.js'
 import { FANOUT_JOB } from '../outbox.js'
@@ -49,7 +48,7 @@ export const corePlugin = definePlugin({
     registerStatusRoutes(api)
   },
   async start({ resolve, log }) {
-    const em = resolve<EntityManager>('em')
+    const em = resolve(coreServices.em)
     await ensureBuiltinRoles(em)
     const password = process.env.MAMKIT_ADMIN_PASSWORD
     if (password && (await em.count(User)) === 0) {

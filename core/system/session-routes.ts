@@ -1,15 +1,14 @@
 import { Type } from 'typebox'
 import type { RegisterApi } from '../plugin/contract.js'
 import type { MamContext } from '../http/context.js'
+import type { Principal } from '../auth/principal.js'
 import { AuthToken, User } from '../auth/entities.js'
 import { createAuthToken, type UserView } from '../auth/accounts.js'
 import { column, preparedRead, type PreparedRead } from '../db/rows.js'
-import type { Knex } from '../db/orm.js'
-import type { UserViews } from '../auth/user-views.js'
+import { coreServices } from '../plugin/services.js'
 import { verifyPassword } from '../auth/secrets.js'
 import { MamError, unauthenticated } from '../errors.js'
 import type { EventBus } from '../events.js'
-import type { LoginThrottle } from '../auth/throttle.js'
 
 const COOKIE = '_auth_token'
 
@@ -30,7 +29,7 @@ export function registerSessionRoutes({ routes, config, events }: RegisterApi) {
     const { login, username, password, name } = ctx.input
     const who = login ?? username
     if (!who) throw new MamError('invalid_parameters', 'login is required', { errors: [{ param: 'login', message: 'is required' }] })
-    const throttle = ctx.resolve<LoginThrottle>('loginThrottle')
+    const throttle = ctx.resolve(coreServices.loginThrottle)
     const keys = [`user:${who.toLowerCase()}`, `ip:${ctx.ip}`]
     throttle.check(keys)
     const user = await ctx.em.findOne(User, { username: who }, { populate: ['role'] })
@@ -42,20 +41,20 @@ export function registerSessionRoutes({ routes, config, events }: RegisterApi) {
     throttle.succeed([keys[0]])
     const { secret } = await createAuthToken(ctx.em, user, config.auth.tokenTtlDays, name ?? null, clientApp(ctx))
     ctx.cookies.set(COOKIE, secret, { httpOnly: true, sameSite: 'lax', maxAge: config.auth.tokenTtlDays * 86_400_000, overwrite: true })
-    return { authentication_token: secret, user: await ctx.resolve<UserViews>('userViews').one(ctx.em, user, { userId: user.id, isAdmin: false }) }
+    return { authentication_token: secret, user: await ctx.resolve(coreServices.userViews).one(ctx.em, user, { userId: user.id, isAdmin: false }) }
   })
 
   routes.get('/session', { access: 'authenticated', summary: 'the signed-in user' }, async (ctx) => ({ user: await currentUser(ctx) }))
 
   routes.delete('/session', { access: 'authenticated', summary: 'log out: revoke this login token' }, async (ctx) => {
     const user = await currentUser(ctx)
-    if (ctx.user!.via === 'token') await revokeToken(ctx, ctx.user!.credentialId, events)
+    if (ctx.user.via === 'token') await revokeToken(ctx, ctx.user.credentialId, events)
     ctx.cookies.set(COOKIE, null)
     return { user }
   })
 
   routes.get('/session/user_id', { access: 'authenticated', summary: 'the signed-in user id' }, (ctx) => ({
-    hash: { user_id: ctx.user!.userId },
+    hash: { user_id: ctx.user.userId },
   }))
 }
 
@@ -63,11 +62,11 @@ export function registerSessionRoutes({ routes, config, events }: RegisterApi) {
 const userRows = new WeakMap<object, PreparedRead>()
 const USER_ROW = 'select u.id, u.username, u.firstname, u.lastname, u.email, u.created_at, u.updated_at, r.id as role_id, r.name as role_name from users u join roles r on r.id = u.role_id where u.id = ?'
 
-export async function currentUser(ctx: MamContext) {
-  const knex = ctx.resolve<Knex>('knex')
+export async function currentUser(ctx: MamContext<any, any, Principal>) {
+  const knex = ctx.resolve(coreServices.knex)
   let read = userRows.get(knex)
   if (!read) userRows.set(knex, (read = preparedRead(knex, USER_ROW)))
-  const [row] = await read([ctx.user!.userId])
+  const [row] = await read([ctx.user.userId])
   // deleted meanwhile, by a process whose notice has not arrived yet
   if (!row) throw unauthenticated('The signed-in user no longer exists')
   const user: UserView = {
@@ -80,12 +79,12 @@ export async function currentUser(ctx: MamContext) {
     createdAt: column.date(row.created_at)!,
     updatedAt: column.date(row.updated_at)!,
   }
-  return ctx.resolve<UserViews>('userViews').one(() => ctx.em, user, ctx.user!)
+  return ctx.resolve(coreServices.userViews).one(() => ctx.em, user, ctx.user)
 }
 
-async function revokeToken(ctx: MamContext, id: number, events: EventBus) {
+async function revokeToken(ctx: MamContext<any, any, Principal>, id: number, events: EventBus) {
   await ctx.em.nativeUpdate(AuthToken, { id }, { revokedAt: new Date() })
-  events.emit('auth.credential-revoked', { userId: ctx.user!.userId })
+  events.emit('auth.credential-revoked', { userId: ctx.user.userId })
 }
 
 /** what kind of client opened a session: the desktop app says so (X-APP-CLIENT), others by user agent */

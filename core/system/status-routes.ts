@@ -3,10 +3,9 @@ import type { MamContext } from '../http/context.js'
 import { IdParams } from '../http/schemas.js'
 import { iso } from '../db/entity.js'
 import { notFound } from '../errors.js'
-import type { JobService } from '../jobs/service.js'
 import { JOBS_TABLE, normalise } from '../jobs/queue.js'
 import { preparedRead, type PreparedRead } from '../db/rows.js'
-import type { Knex } from '../db/orm.js'
+import { coreServices } from '../plugin/services.js'
 import type { JobKind, JobRow } from '../jobs/types.js'
 
 export function serializeJob(job: JobRow) {
@@ -39,14 +38,14 @@ export function registerStatusRoutes({ routes }: RegisterApi) {
   routes.get('/copy_to_status/:id', { access: 'authenticated', params: IdParams, summary: 'status of a copy-to job' }, show(['copy_to']))
   routes.delete('/status/:id', { access: 'authenticated', params: IdParams, summary: 'cancel a job' }, async (ctx) => {
     const job = await visibleJob(ctx, null)
-    return { job: serializeJob((await ctx.resolve<JobService>('jobs').cancel(job.id))!) }
+    return { job: serializeJob((await ctx.resolve(coreServices.jobs).cancel(job.id))!) }
   })
 }
 
 /** one job's row by id, prepared once per knex: clients poll the status routes */
 const jobRows = new WeakMap<object, PreparedRead>()
 async function jobById(ctx: MamContext, id: number): Promise<JobRow | null> {
-  const knex = ctx.resolve<Knex>('knex')
+  const knex = ctx.resolve(coreServices.knex)
   let read = jobRows.get(knex)
   if (!read) jobRows.set(knex, (read = preparedRead(knex, `select * from ${JOBS_TABLE} where id = ?`)))
   const [row] = await read([id])

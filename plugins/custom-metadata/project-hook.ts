@@ -3,6 +3,8 @@ import type { NewProject } from '../projects/index.js'
 import type { Change, CustomMetadataService } from './service.js'
 
 import { invalid, safeName, type ParamError } from '../../core/index.js'
+
+const PREPARED_KEY = 'custom-metadata'
 /**
  * Custom metadata on project creation (`custom_metadata` of POST /projects): keys naming a field of
  * the project sets become values, written in the transaction that commits the project; other keys
@@ -10,7 +12,8 @@ import { invalid, safeName, type ParamError } from '../../core/index.js'
  * (generator fields take their next value); fields flagged use_in_project_name compose the name.
  */
 export function projectCreateHook(service: CustomMetadataService): ProjectCreateHook {
-  const pending = new WeakMap<NewProject, Change[]>()
+  // kept in the input (JSON, with the creation's journal entry): a repair after a crash applies them too
+  const pending = (input: NewProject) => (input.prepared?.[PREPARED_KEY] as Change[] | undefined) ?? []
   return {
     async prepare(em, principal, input) {
       const knex = em.getKnex()
@@ -48,11 +51,11 @@ export function projectCreateHook(service: CustomMetadataService): ProjectCreate
         if (words.length && !input.name?.trim()) input.name = safeName(words.join('_'))
       }
       input.customMetadata = rest
-      pending.set(input, changes)
+      input.prepared = { ...input.prepared, [PREPARED_KEY]: changes }
     },
     async created(trx, project, principal, input) {
-      const changes = pending.get(input)
-      if (!changes?.length) return
+      const changes = pending(input)
+      if (!changes.length) return
       await service.apply(trx, principal.userId, { type: 'project', id: project.id }, changes, { checkMandatory: false })
     },
   }

@@ -1,10 +1,10 @@
-import { IdParams, invalid, serializeJob, type RegisterApi, type MamContext, type ParamError, type JobService, type JobState } from '../../core/index.js'
-import type { AccessRightService, Right } from '../identity/index.js'
+import { IdParams, coreServices, invalid, serializeJob, type RegisterApi, type MamContext, type ParamError, type JobState } from '../../core/index.js'
+import { identityServices, type Right } from '../identity/index.js'
 import { PROJECT } from '../projects/index.js'
 import { Edit, EditSession } from './entities.js'
 import { EditInput, EditListInput, EditRefInput } from './schemas.js'
-import type { EditService } from './service.js'
-import { LIVE, WORKSPACE_JOB, accepted, editOf, release, sessionView, submountsIn } from './sessions.js'
+import { editServices } from './refs.js'
+import { LIVE, WORKSPACE_JOB, accepted, editOf, release, sessionView, submountsIn, type SignedIn } from './sessions.js'
 
 /** jobs listed by /edit/status, newest first; the jobs table grows without bound */
 const STATUS_JOBS = 50
@@ -20,7 +20,7 @@ function fieldsOf(input: Record<string, any>) {
 
 /** §4.12: edit workstations (admins register them) and the state of the calling edit. */
 export function registerEditRoutes({ routes }: RegisterApi) {
-  const service = (ctx: MamContext) => ctx.resolve<EditService>('edits')
+  const service = (ctx: MamContext) => ctx.resolve(editServices.service)
 
   routes.get('/edits', { access: 'authenticated', input: EditListInput, summary: 'list registered edits' }, async (ctx) => {
     const { page = 1, per_page = 100 } = ctx.input
@@ -63,17 +63,17 @@ export function registerEditRoutes({ routes }: RegisterApi) {
     const json = service(ctx).serialize(edit)
     await ctx.em.remove(edit).flush()
     // the rows went with the edit (cascade); with no row left for them, the job removes the links
-    await ctx.resolve<JobService>('jobs').enqueue(WORKSPACE_JOB, { links }, { userId: ctx.user!.userId, editId: json.id })
+    await ctx.resolve(coreServices.jobs).enqueue(WORKSPACE_JOB, { links }, { userId: ctx.user.userId, editId: json.id })
     return { edit: json }
   })
 
   routes.put('/edits/:id/unlock', { access: 'admin', params: IdParams, summary: "close every project of an edit, clear its mounts and cancel its unfinished jobs" }, async (ctx) => {
     const edit = await service(ctx).byId(ctx.em, ctx.params.id)
-    const jobs = ctx.resolve<JobService>('jobs')
+    const jobs = ctx.resolve(coreServices.jobs)
     const unfinished = await jobs.list({ edit_id: edit.id, state: UNFINISHED }, 10_000)
     for (const { id } of unfinished) await jobs.cancel(id)
     const links = await release(ctx, await ctx.em.find(EditSession, { edit, ...LIVE }))
-    await jobs.enqueue(WORKSPACE_JOB, { links }, { userId: ctx.user!.userId, editId: edit.id })
+    await jobs.enqueue(WORKSPACE_JOB, { links }, { userId: ctx.user.userId, editId: edit.id })
     return { edit: service(ctx).serialize(edit) }
   })
 
@@ -81,7 +81,7 @@ export function registerEditRoutes({ routes }: RegisterApi) {
     const edit = await editOf(ctx)
     const all = await ctx.em.find(EditSession, { edit, ...LIVE }, { populate: ['project', 'parent'], orderBy: { id: 'asc' } })
     const rows = await withRight(ctx, all, (right) => right !== 'none')
-    const jobs = await ctx.resolve<JobService>('jobs').list({ edit_id: edit.id, user_id: ctx.user!.isAdmin ? undefined : ctx.user!.userId }, STATUS_JOBS)
+    const jobs = await ctx.resolve(coreServices.jobs).list({ edit_id: edit.id, user_id: ctx.user.isAdmin ? undefined : ctx.user.userId }, STATUS_JOBS)
     return {
       hash: {
         edit: service(ctx).serialize(edit),
@@ -103,10 +103,10 @@ export function registerEditRoutes({ routes }: RegisterApi) {
 }
 
 /** rows whose project gives the caller a right `ok` accepts; administrators see all (API1) */
-async function withRight(ctx: MamContext, rows: EditSession[], ok: (right: Right) => boolean) {
-  if (ctx.user!.isAdmin) return rows
-  const rights = ctx.resolve<AccessRightService>('accessRights')
+async function withRight(ctx: SignedIn, rows: EditSession[], ok: (right: Right) => boolean) {
+  if (ctx.user.isAdmin) return rows
+  const rights = ctx.resolve(identityServices.accessRights)
   const out: EditSession[] = []
-  for (const row of rows) if (ok(await rights.rightOf(ctx.user!, PROJECT.type, row.project.id))) out.push(row)
+  for (const row of rows) if (ok(await rights.rightOf(ctx.user, PROJECT.type, row.project.id))) out.push(row)
   return out
 }

@@ -1,4 +1,5 @@
 import { definePlugin, aliasOf, coreServices, conflict } from '../../core/index.js'
+import { EditsSettings, mountRootOf } from './workspace.js'
 import { editServices } from './refs.js'
 import { projectServices } from '../projects/index.js'
 import { EditSchema, EditSession, EditSessionSchema } from './entities.js'
@@ -13,12 +14,12 @@ import { projectHolders } from './project-holders.js'
 export { Edit, EditSession } from './entities.js'
 export { EditService } from './service.js'
 export { editServices } from './refs.js'
-export { mountRootOf } from './workspace.js'
+export { mountRootOf, type EditsSettings } from './workspace.js'
 
 /**
  * Edit workstations and projects on them (§4.12, §4.20 open/close/mount/subprojects): registered
- * edits with a sealed SMB password, per-edit workspaces of symlinks below `config.plugins.edits.mountRoot`
- * (default `<dataDir>/mounts`), exclusive opening for write, and subprojects.
+ * edits with a sealed SMB password, per-edit workspaces of symlinks below the setting `mountRoot`
+ * (`plugins.edits.mountRoot`, default `<dataDir>/mounts`), exclusive opening for write, and subprojects.
  */
 export const editsPlugin = definePlugin({
   name: 'edits',
@@ -28,8 +29,9 @@ export const editsPlugin = definePlugin({
   dependsOn: ['projects'],
   entities: [EditSchema, EditSessionSchema],
   migrations,
+  settings: EditsSettings,
   register(api) {
-    api.provide(editServices.service, (r) => new EditService(r(coreServices.config)))
+    api.provide(editServices.service, (r) => new EditService(r(coreServices.config), () => mountRootOf(api.settings(), api.config)))
     api.provide('edits', aliasOf(editServices.service)) // legacy string key
     registerEditRoutes(api)
     registerSessionRoutes(api)

@@ -1,8 +1,9 @@
-import type { JobRegistrar, MamConfig } from '../../core/index.js'
-import type { ProjectService } from '../projects/index.js'
+import type { JobRegistrar } from '../../core/index.js'
+import { projectServices } from '../projects/index.js'
+import { editServices } from './refs.js'
 import { EditSession } from './entities.js'
 import { WORKSPACE_JOB } from './sessions.js'
-import { LinkClash, ensureLink, mountRootOf, removeLink } from './workspace.js'
+import { LinkClash, ensureLink, removeLink } from './workspace.js'
 
 export interface WorkspacePayload {
   /** symlink paths to bring in line with the rows that name them */
@@ -21,8 +22,8 @@ export function defineEditJobs(jobs: JobRegistrar) {
     concurrency: 1,
     maxAttempts: 3,
     async handler(ctx) {
-      const projects = ctx.resolve<ProjectService>('projects')
-      const mountRoot = mountRootOf(ctx.resolve<MamConfig>('config'))
+      const projects = ctx.resolve(projectServices.service)
+      const mountRoot = ctx.resolve(editServices.service).mountRoot()
       const links = ctx.payload.links ?? []
       const result = { linked: 0, removed: 0, failed: [] as string[] }
       for (const [i, link] of links.entries()) {

@@ -11,7 +11,11 @@ const passwordContext = (name: string) => `edit:${name}:smb-password`
 export class EditService {
   private readonly key: Buffer
 
-  constructor(config: MamConfig) {
+  constructor(
+    config: MamConfig,
+    /** the folder of every edit's workspace, as the settings say now */
+    readonly mountRoot: () => string,
+  ) {
     this.key = deriveKey(config.secretKey, 'edits/smb-password')
   }
 

@@ -1,7 +1,7 @@
-import { IdParams, conflict, User, type RegisterApi, type RouteOptions, type MamContext } from '../../core/index.js'
+import { IdParams, conflict, User, type RegisterApi, type RouteOptions } from '../../core/index.js'
 import { EditSession } from './entities.js'
 import { EditRefInput } from './schemas.js'
-import { LIVE, accepted, assertNoOtherEdit, editOf, hold, projectsOf, releasable, release, submountsIn } from './sessions.js'
+import { LIVE, accepted, assertNoOtherEdit, editOf, hold, projectsOf, releasable, release, submountsIn, type SignedIn } from './sessions.js'
 
 const options = (summary: string): RouteOptions<typeof IdParams, typeof EditRefInput, 'authenticated'> => ({ access: 'authenticated', params: IdParams, input: EditRefInput, summary })
 
@@ -23,14 +23,14 @@ export function registerSessionRoutes({ routes }: RegisterApi) {
     const project = await projectsOf(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
     const edit = await editOf(ctx)
     await assertNoOtherEdit(ctx, project, edit, true)
-    project.lastOpenedBy = ctx.em.getReference(User, ctx.user!.userId)
+    project.lastOpenedBy = ctx.em.getReference(User, ctx.user.userId)
     project.lastOpenedByEdit = edit.name
     project.lastUsedAt = new Date()
     const row = await hold(ctx, edit, project, { kind: 'mount', open: true })
     return accepted(ctx, [row.link], project, edit)
   })
 
-  const takeAway = (mustBeOpen: boolean) => async (ctx: MamContext) => {
+  const takeAway = (mustBeOpen: boolean) => async (ctx: SignedIn) => {
     const project = await releasable(ctx, ctx.params.id)
     const edit = await editOf(ctx)
     const row = await ctx.em.findOne(EditSession, { edit, project, kind: 'mount', ...LIVE, ...(mustBeOpen ? { openedAt: { $ne: null } } : {}) })

@@ -1,10 +1,13 @@
 import path from 'node:path'
 import { UniqueConstraintViolationException } from '@mikro-orm/core'
-import { serializeJob, iso, conflict, forbidden, User, type MamContext, type MamConfig, type JobService } from '../../core/index.js'
-import type { Project, ProjectService } from '../projects/index.js'
+import { acceptedJob, coreServices, iso, conflict, forbidden, User, type MamContext, type Principal } from '../../core/index.js'
+import { projectServices, type Project } from '../projects/index.js'
 import { EditSession, type Edit, type SessionKind } from './entities.js'
-import type { EditService } from './service.js'
+import { editServices } from './refs.js'
 import { editFolder } from './workspace.js'
+
+/** the context of a route someone must be signed in for (every route of this plugin) */
+export type SignedIn = MamContext<any, any, Principal>
 
 /**
  * Open and mount state as rows (what is wanted) plus one job that makes the file system follow
@@ -13,13 +16,13 @@ import { editFolder } from './workspace.js'
 export const WORKSPACE_JOB = 'edits.workspace'
 export const LIVE = { state: { $ne: 'releasing' } } as const
 
-export const projectsOf = (ctx: MamContext) => ctx.resolve<ProjectService>('projects')
-const me = (ctx: MamContext) => ctx.em.getReference(User, ctx.user!.userId)
+export const projectsOf = (ctx: MamContext) => ctx.resolve(projectServices.service)
+const me = (ctx: SignedIn) => ctx.em.getReference(User, ctx.user.userId)
 
 export function editOf(ctx: MamContext): Promise<Edit>
 export function editOf(ctx: MamContext, optional: true): Promise<Edit | null>
 export function editOf(ctx: MamContext, optional = false) {
-  return ctx.resolve<EditService>('edits').fromRequest(ctx, optional)
+  return ctx.resolve(editServices.service).fromRequest(ctx, optional)
 }
 
 /** releasing someone's hold needs the write right, but works on frozen projects: nobody stays locked in */
@@ -29,7 +32,7 @@ export async function releasable(ctx: MamContext, id: number): Promise<Project> 
   return project
 }
 
-export const mountLink = (ctx: MamContext, edit: Edit, project: Project) => path.join(editFolder(ctx.resolve<MamConfig>('config'), edit.name), project.folder)
+export const mountLink = (ctx: MamContext, edit: Edit, project: Project) => path.join(editFolder(ctx.resolve(editServices.service).mountRoot(), edit.name), project.folder)
 
 /**
  * 409 when another edit holds the project: opened for write there (`forWrite` false: mounting), or
@@ -46,7 +49,7 @@ export async function assertNoOtherEdit(ctx: MamContext, project: Project, edit:
 }
 
 /** records that `project` is (or stays) exposed on `edit`; revives a row that is being released */
-export async function hold(ctx: MamContext, edit: Edit, project: Project, options: { kind: SessionKind; parent?: Project; open?: boolean }): Promise<EditSession> {
+export async function hold(ctx: SignedIn, edit: Edit, project: Project, options: { kind: SessionKind; parent?: Project; open?: boolean }): Promise<EditSession> {
   const em = ctx.em
   const link = options.parent ? path.join(projectsOf(ctx).pathOf(options.parent), project.folder) : mountLink(ctx, edit, project)
   const now = new Date()
@@ -79,10 +82,8 @@ export async function submountsIn(ctx: MamContext, edit: Edit, parents: Project[
 }
 
 /** enqueues the job that brings `links` in line with the rows: 202 {job} */
-export async function accepted(ctx: MamContext, links: string[], project: Project | null, edit: Edit | null) {
-  const job = await ctx.resolve<JobService>('jobs').enqueue(WORKSPACE_JOB, { links }, { userId: ctx.user!.userId, projectId: project?.id ?? null, editId: edit?.id ?? null })
-  ctx.status = 202
-  return { job: serializeJob(job) }
+export async function accepted(ctx: SignedIn, links: string[], project: Project | null, edit: Edit | null) {
+  return acceptedJob(ctx, await ctx.resolve(coreServices.jobs).enqueue(WORKSPACE_JOB, { links }, { userId: ctx.user.userId, projectId: project?.id ?? null, editId: edit?.id ?? null }))
 }
 
 /**

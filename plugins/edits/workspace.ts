@@ -1,20 +1,30 @@
 import { lstat, readlink, rename, rm, rmdir, symlink } from 'node:fs/promises'
 import { randomBytes } from 'node:crypto'
 import path from 'node:path'
-import { safeName, type MamConfig, makeDirs } from '../../core/index.js'
+import { safeName, makeDirs, Type, type MamConfig, type Static } from '../../core/index.js'
 
 /**
  * The file-system side of mounting: symlinks at server-chosen paths. Nothing here removes or
  * replaces anything but a symlink, so a name clash with real files fails instead of deleting them.
  */
 
-/** <mountRoot>/<edit name>: the folder an edit's SMB share exposes */
-export function mountRootOf(config: MamConfig): string {
-  const configured = config.plugins.edits?.mountRoot
-  return path.resolve(typeof configured === 'string' && configured ? configured : path.join(config.dataDir, 'mounts'))
+/** `plugins.edits`: where the workspaces are */
+export const EditsSettings = Type.Object(
+  {
+    /** absent: `<dataDir>/mounts` (it depends on the data dir, so it has no fixed default) */
+    mountRoot: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'folder of the edits\' workspaces (<mountRoot>/<edit name>); default <dataDir>/mounts' })),
+  },
+  { default: {}, additionalProperties: false },
+)
+export type EditsSettings = Static<typeof EditsSettings>
+
+/** the folder holding every edit's workspace: the setting, else `<dataDir>/mounts` */
+export function mountRootOf(settings: EditsSettings, config: Pick<MamConfig, 'dataDir'>): string {
+  return path.resolve(settings.mountRoot || path.join(config.dataDir, 'mounts'))
 }
 
-export const editFolder = (config: MamConfig, editName: string) => path.join(mountRootOf(config), safeName(editName))
+/** <mountRoot>/<edit name>: the folder an edit's SMB share exposes */
+export const editFolder = (mountRoot: string, editName: string) => path.join(mountRoot, safeName(editName))
 
 export class LinkClash extends Error {
   readonly permanent = true

@@ -10,7 +10,7 @@ import { galleryServices } from './refs.js'
 import type { GalleryRow, GuestScope } from './service.js'
 import type { Style } from './presets.js'
 
-import { IdParam, MamError, column, coreServices, defineJob, notFound, permanentError, serializeJob, type JobContext, type JobService, type Knex, type MamContext, type RegisterApi } from '../../core/index.js'
+import { IdParam, MamError, accepted, acceptedJob, column, coreServices, defineJob, notFound, permanentError, type JobContext, type JobService, type Knex, type MamContext, type RegisterApi } from '../../core/index.js'
 
 /** where the font for burnt-in text is looked for unless the `watermark_font` setting names another */
 export const DEFAULT_WATERMARK_FONT = '/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf'
@@ -219,10 +219,9 @@ export class WatermarkService {
     }
     if (row.state === 'failed')
       throw new MamError('service_unavailable', `The watermarked ${kind} proxy of asset ${asset.id} could not be made (${row.error ?? 'unknown error'}); it is tried again in a few minutes, and the unmarked proxy is never served to a guest of this gallery`, { headers: { 'Retry-After': String(RETRY_FAILED_MS / 1000) } })
-    ctx.status = 202
     ctx.set('Retry-After', '2')
     const job = row.job_id === null ? null : await this.jobs().get(Number(row.job_id))
-    return job ? { job: serializeJob(job) } : { hash: { state: 'pending', watermark_id: Number(row.id) } }
+    return job ? acceptedJob(ctx, job) : accepted(ctx, { hash: { state: 'pending', watermark_id: Number(row.id) } })
   }
 
   /** removes a gallery's marked files (before its rows go with the gallery) */

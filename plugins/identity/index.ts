@@ -1,11 +1,11 @@
 import { identityEvents } from './events.js'
-import { definePlugin, aliasOf, coreServices, preparedRead, type MamConfig } from '../../core/index.js'
+import { definePlugin, aliasOf, coreServices, preparedRead, Type, type MamConfig } from '../../core/index.js'
 import { identityServices } from './refs.js'
 import { identityEntities } from './entities.js'
 import { migrations } from './migrations.js'
 import { TeamService } from './teams-service.js'
 import { AccessRightService } from './access-rights.js'
-import { Mailer, mailSettings } from './mailer.js'
+import { Mailer, MailSettingsSchema, mailSettings } from './mailer.js'
 import { UserLimits } from './user-limits.js'
 import { registerUserRoutes } from './users-routes.js'
 import { registerTeamRoutes } from './teams-routes.js'
@@ -20,6 +20,9 @@ export { Mailer } from './mailer.js'
 export { identityServices } from './refs.js'
 export { UserLimits, type UserLimit } from './user-limits.js'
 
+/** `plugins.identity`: the SMTP server invitations and other plugins' mail go through */
+const Settings = Type.Object({ mail: MailSettingsSchema }, { default: {} })
+
 /**
  * Who someone is and what they may touch: users, teams, access rights, login sessions, proof keys
  * and invitations (spec §4.3, §4.21, §4.23, §4.25). Projects, galleries and sequences mount the
@@ -33,10 +36,11 @@ export const identityPlugin = definePlugin({
   entities: identityEntities,
   migrations,
   events: identityEvents,
+  settings: Settings,
   register(api) {
     api.provide(identityServices.teams, (resolve) => new TeamService(resolve(coreServices.knex)))
     api.provide(identityServices.accessRights, (resolve) => new AccessRightService(resolve(coreServices.knex)))
-    api.provide(identityServices.mailer, () => new Mailer(mailSettings(api.config)))
+    api.provide(identityServices.mailer, () => new Mailer(() => mailSettings(api.settings().mail, api.config)))
     api.provide(identityServices.userLimits, () => new UserLimits())
     // legacy string keys, until every plugin resolves by ref
     for (const [key, ref] of Object.entries(identityServices)) api.provide(key, aliasOf(ref))

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import { Type } from 'typebox'
-import { User, createAuthToken, iso, conflict, unauthenticated, clientApp, type RegisterApi, type LoginThrottle, type UserViews } from '../../core/index.js'
+import { User, coreServices, createAuthToken, iso, conflict, unauthenticated, clientApp, type RegisterApi } from '../../core/index.js'
 import { ProofKey } from './entities.js'
 
 const LIFETIME_MS = 5 * 60_000
@@ -24,14 +24,14 @@ export const s256 = (verifier: string) => createHash('sha256').update(verifier).
 export function registerProofKeyRoutes({ routes, config }: RegisterApi) {
   routes.post('/proof_keys', { access: 'authenticated', input: ChallengeInput, summary: 'register a PKCE code challenge (S256)' }, async (ctx) => {
     if (await ctx.em.count(ProofKey, { codeChallenge: ctx.input.code_challenge })) throw conflict('This code challenge is registered already')
-    const key = ctx.em.create(ProofKey, { user: ctx.em.getReference(User, ctx.user!.userId), codeChallenge: ctx.input.code_challenge, expiresAt: new Date(Date.now() + LIFETIME_MS) })
+    const key = ctx.em.create(ProofKey, { user: ctx.em.getReference(User, ctx.user.userId), codeChallenge: ctx.input.code_challenge, expiresAt: new Date(Date.now() + LIFETIME_MS) })
     await ctx.em.flush()
     ctx.status = 201
     return { proof_key: { id: key.id, code_challenge_method: 'S256', expires_at: iso(key.expiresAt), created_at: iso(key.createdAt) } }
   })
 
   routes.delete('/proof_keys/:code_verifier', { access: 'public', params: VerifierParams, summary: 'log in with a PKCE code verifier' }, async (ctx) => {
-    const throttle = ctx.resolve<LoginThrottle>('loginThrottle')
+    const throttle = ctx.resolve(coreServices.loginThrottle)
     const keys = [`ip:${ctx.ip}`]
     throttle.check(keys)
     const now = new Date()
@@ -43,6 +43,6 @@ export function registerProofKeyRoutes({ routes, config }: RegisterApi) {
       throw unauthenticated('The code verifier is invalid, expired or used')
     }
     const { secret } = await createAuthToken(ctx.em, key.user, config.auth.tokenTtlDays, 'proof key login', clientApp(ctx))
-    return { authentication_token: secret, user: await ctx.resolve<UserViews>('userViews').one(ctx.em, key.user, { userId: key.user.id, isAdmin: false }) }
+    return { authentication_token: secret, user: await ctx.resolve(coreServices.userViews).one(ctx.em, key.user, { userId: key.user.id, isAdmin: false }) }
   })
 }

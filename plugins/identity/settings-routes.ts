@@ -3,7 +3,7 @@ import { open, rename, rm } from 'node:fs/promises'
 import path from 'node:path'
 import { Type } from 'typebox'
 import sharp from 'sharp'
-import { IdParam, MamError, forbidden, notFound, type RegisterApi, type MamContext } from '../../core/index.js'
+import { IdParam, MamError, forbidden, notFound, type RegisterApi, type MamContext, type Principal } from '../../core/index.js'
 import { UserSettings } from './entities.js'
 import { SettingsInput } from './schemas.js'
 import { findUser } from './users-routes.js'
@@ -32,8 +32,8 @@ async function sniff(file: string) {
 
 /** GET/PUT /users/:user_id/settings and PUT /users/:user_id/background (plus GET to fetch it). */
 export function registerSettingsRoutes({ routes, config }: RegisterApi) {
-  const own = async (ctx: MamContext) => {
-    if (ctx.params.user_id !== ctx.user!.userId && !ctx.user!.isAdmin) throw forbidden("Only the user and administrators see a user's settings")
+  const own = async (ctx: MamContext<{ user_id: number }, any, Principal>) => {
+    if (ctx.params.user_id !== ctx.user.userId && !ctx.user.isAdmin) throw forbidden("Only the user and administrators see a user's settings")
     const user = await findUser(ctx, ctx.params.user_id)
     return (await ctx.em.findOne(UserSettings, { user })) ?? ctx.em.create(UserSettings, { user, settings: {} })
   }

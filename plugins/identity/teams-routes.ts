@@ -1,9 +1,8 @@
 import { Type } from 'typebox'
-import { IdParam, IdParams, User, conflict, forbidden, invalidParam, type RegisterApi, type MamContext, type UserViews } from '../../core/index.js'
+import { IdParam, IdParams, User, coreServices, conflict, forbidden, invalidParam, type RegisterApi, type MamContext, type Principal } from '../../core/index.js'
 import { AccessRight, Team, TeamMembership } from './entities.js'
 import { TeamInput } from './schemas.js'
-import type { TeamService } from './teams-service.js'
-import type { AccessRightService } from './access-rights.js'
+import { identityServices } from './refs.js'
 import { findUser } from './users-routes.js'
 
 const TeamUserParams = Type.Object({ team_id: IdParam, user_id: IdParam })
@@ -12,9 +11,9 @@ const UserParams = Type.Object({ user_id: IdParam })
 
 /** §4.25 teams and memberships, and GET /teams/:id/access_rights (§4.3). */
 export function registerTeamRoutes({ routes, events }: RegisterApi) {
-  const teams = (ctx: MamContext) => ctx.resolve<TeamService>('teams')
+  const teams = (ctx: MamContext) => ctx.resolve(identityServices.teams)
   const showTeam = async (ctx: MamContext, team: Team) => teams(ctx).one(ctx.em, team)
-  const showUser = async (ctx: MamContext, user: User) => ctx.resolve<UserViews>('userViews').one(ctx.em, user, ctx.user!)
+  const showUser = async (ctx: MamContext<any, any, Principal>, user: User) => ctx.resolve(coreServices.userViews).one(ctx.em, user, ctx.user)
   // team membership decides access: cached principals must see it at once
   const changed = (userId: number) => events.emit('auth.user-changed', { userId })
 
@@ -25,7 +24,7 @@ export function registerTeamRoutes({ routes, events }: RegisterApi) {
 
   routes.get('/teams/user_owned', { access: 'authenticated', summary: "users' own teams (administrators: all; others: their own)" }, async (ctx) => {
     await teams(ctx).ensureOwnTeams(ctx.em)
-    return { teams: await teams(ctx).views(ctx.user!.isAdmin ? { ownedOnly: true } : { ownerId: ctx.user!.userId }) }
+    return { teams: await teams(ctx).views(ctx.user.isAdmin ? { ownedOnly: true } : { ownerId: ctx.user.userId }) }
   })
 
   routes.get('/teams/:id', { access: 'authenticated', params: IdParams, summary: 'show a team' }, async (ctx) => ({
@@ -96,9 +95,9 @@ export function registerTeamRoutes({ routes, events }: RegisterApi) {
 
   routes.get('/teams/:id/access_rights', { access: 'authenticated', params: IdParams, summary: "a team's rights on every object" }, async (ctx) => {
     const team = await teams(ctx).get(ctx.em, ctx.params.id)
-    const member = await ctx.em.count(TeamMembership, { team, user: ctx.user!.userId })
-    if (!member && !ctx.user!.isAdmin) throw forbidden('Only members of the team and administrators see its rights')
+    const member = await ctx.em.count(TeamMembership, { team, user: ctx.user.userId })
+    if (!member && !ctx.user.isAdmin) throw forbidden('Only members of the team and administrators see its rights')
     const rights = await ctx.em.find(AccessRight, { team }, { populate: ['team'], orderBy: { objectType: 'asc', objectId: 'asc' } })
-    return { access_rights: rights.map((r) => ctx.resolve<AccessRightService>('accessRights').serialize(r)) }
+    return { access_rights: rights.map((r) => ctx.resolve(identityServices.accessRights).serialize(r)) }
   })
 }

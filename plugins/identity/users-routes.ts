@@ -1,11 +1,9 @@
 import { randomBytes } from 'node:crypto'
-import { IdParams, Page, Role, User, createUser, endLoginSessions, hashPassword, sha256, verifyPassword, conflict, forbidden, invalid, invalidParam, notFound, type Outbox, type RegisterApi, type MamContext, type UserViews, type ParamError } from '../../core/index.js'
+import { IdParams, Page, Role, User, coreServices, createUser, endLoginSessions, hashPassword, sha256, verifyPassword, conflict, forbidden, invalid, invalidParam, notFound, type EntityManager, type RegisterApi, type MamContext, type ParamError } from '../../core/index.js'
 import { userInvited } from './events.js'
 import { Type } from 'typebox'
 import { Invitation } from './entities.js'
 import { Password, UserInput } from './schemas.js'
-import type { TeamService } from './teams-service.js'
-import type { Mailer } from './mailer.js'
 import { identityServices } from './refs.js'
 
 const INVITATION_DAYS = 7
@@ -19,7 +17,7 @@ export async function findUser(ctx: MamContext, id: number): Promise<User> {
 }
 
 /** a user as the caller may see them (others' emails: administrators only) */
-const view = (ctx: MamContext, user: User) => ctx.resolve<UserViews>('userViews').one(ctx.em, user, ctx.user ?? { userId: user.id, isAdmin: false })
+const view = (ctx: MamContext, user: User) => ctx.resolve(coreServices.userViews).one(ctx.em, user, ctx.user ?? { userId: user.id, isAdmin: false })
 
 /** §4.25 users, POST /users/invite, and POST /invitations/accept (added: sets an invited user's password). */
 export function registerUserRoutes({ routes, events }: RegisterApi) {
@@ -29,24 +27,25 @@ export function registerUserRoutes({ routes, events }: RegisterApi) {
     const perPage = ctx.input.per_page ?? 100
     const users = await ctx.em.find(User, {}, { populate: ['role'], orderBy: { username: 'asc' }, limit: perPage, offset: ((ctx.input.page ?? 1) - 1) * perPage })
     ctx.set('X-Total-Count', String(await ctx.em.count(User)))
-    return { users: await ctx.resolve<UserViews>('userViews').render(ctx.em, users, ctx.user!) }
+    return { users: await ctx.resolve(coreServices.userViews).render(ctx.em, users, ctx.user) }
   })
 
   routes.get('/users/:id', { access: 'authenticated', params: IdParams, summary: 'show a user' }, async (ctx) => ({ user: await view(ctx, await findUser(ctx, ctx.params.id)) }))
 
   routes.post('/users', { access: 'admin', input: UserInput, wrap: 'user', summary: 'create a user' }, async (ctx) => {
     const fields = required(ctx.input.user, ['username', 'password'])
+    await assertAccountAvailable(ctx.em, fields)
     const user = await ctx.em.transactional(async (em) => {
       await ctx.resolve(identityServices.userLimits).check(em)
       return createUser(em, accountOf(fields))
     })
-    await ctx.resolve<TeamService>('teams').ensureOwnTeam(ctx.em, user)
+    await ctx.resolve(identityServices.teams).ensureOwnTeam(ctx.em, user)
     ctx.status = 201
     return { user: await view(ctx, user) }
   })
 
   routes.put('/users/:id', { access: 'authenticated', params: IdParams, input: UserInput, wrap: 'user', summary: 'update a user (self: own profile and password; admin: everything)' }, async (ctx) => {
-    const me = ctx.user!
+    const me = ctx.user
     const user = await findUser(ctx, ctx.params.id)
     if (user.id !== me.userId && !me.isAdmin) throw forbidden('You may only change your own profile')
     const fields = ctx.input.user ?? {}
@@ -90,7 +89,9 @@ export function registerUserRoutes({ routes, events }: RegisterApi) {
   routes.post('/users/invite', { access: 'admin', input: UserInput, wrap: 'user', summary: 'create a user without a password and email an invitation' }, async (ctx) => {
     const fields = required(ctx.input.user, ['username', 'email'])
     if (fields.password !== undefined) throw invalidParam('user[password]', 'is set by the invited user')
-    const mailer = ctx.resolve<Mailer>('mailer')
+    // what the client can correct comes first: a 503 only once the invitation itself is valid
+    await assertAccountAvailable(ctx.em, fields)
+    const mailer = ctx.resolve(identityServices.mailer)
     mailer.assertConfigured()
     const token = randomBytes(32).toString('base64url')
     const user = await ctx.em.transactional(async (em) => {
@@ -98,10 +99,10 @@ export function registerUserRoutes({ routes, events }: RegisterApi) {
       const u = await createUser(em, { ...accountOf(fields), password: null })
       em.create(Invitation, { user: u, tokenHash: sha256(token), expiresAt: new Date(Date.now() + INVITATION_DAYS * 86_400_000) })
       await em.flush()
-      await ctx.resolve<Outbox>('outbox').publish(em, userInvited, { user_id: u.id, username: u.username }, { subjectId: u.id, actorId: ctx.user!.userId })
+      await ctx.resolve(coreServices.outbox).publish(em, userInvited, { user_id: u.id, username: u.username }, { subjectId: u.id, actorId: ctx.user.userId })
       return u
     })
-    await ctx.resolve<TeamService>('teams').ensureOwnTeam(ctx.em, user)
+    await ctx.resolve(identityServices.teams).ensureOwnTeam(ctx.em, user)
     const link = `${mailer.settings.publicUrl}/api/v1/invitations/accept?token=${token}`
     try {
       await mailer.send({
@@ -142,6 +143,16 @@ function required(fields: Record<string, any> | null | undefined, names: string[
   const errors: ParamError[] = names.filter((n) => f[n] === undefined || f[n] === null).map((n) => ({ param: `user[${n}]`, message: 'is required' }))
   if (errors.length) throw invalid(errors)
   return f as Record<string, any>
+}
+
+/**
+ * 409 for a username that is taken, 422 (`user[role_id]`) for a role that does not exist: checked
+ * before anything else can refuse the request (the mail server, 503), so the client hears first
+ * what it can correct. `createUser` checks again in the transaction that writes the account.
+ */
+async function assertAccountAvailable(em: EntityManager, fields: Record<string, any>) {
+  if (await em.count(User, { username: fields.username })) throw conflict(`The username "${fields.username}" is taken`)
+  if (fields.role_id !== undefined && !(await em.count(Role, { id: fields.role_id }))) throw invalidParam('user[role_id]', 'is not a known role')
 }
 
 /** the installation keeps at least one administrator */

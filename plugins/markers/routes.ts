@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises'
-import { coreServices, IdParams, acceptedJob, MamError, invalid, invalidParam, User, type RegisterApi, type MamContext, type ParamError, integerPairCursor } from '../../core/index.js'
+import { coreServices, IdParams, acceptedJob, MamError, invalid, invalidParam, User, type RegisterApi, type MamContext, type ParamError, type Principal, integerPairCursor } from '../../core/index.js'
 import { assetServices, type Asset } from '../assets/index.js'
 import { editServices } from '../edits/index.js'
 import { markerServices } from './refs.js'
@@ -179,7 +179,7 @@ export function registerMarkerRoutes(api: RegisterApi) {
 }
 
 /** an uploaded marker list: every marker checked against the asset, then all inserted or none */
-async function importFile(ctx: MamContext, s: MarkerService, asset: Asset, timeline: Timeline) {
+async function importFile(ctx: MamContext<any, any, Principal>, s: MarkerService, asset: Asset, timeline: Timeline) {
   const upload = ctx.files[0]
   const text = (await readFile(upload.tempPath)).toString('utf8')
   const format: ImportFormat | null = requestedFormat(ctx, IMPORT_FORMATS) ?? sniffFormat(text)
@@ -200,7 +200,7 @@ async function importFile(ctx: MamContext, s: MarkerService, asset: Asset, timel
     if (m.guid && m.guid.length > 128) errors.push({ param: 'file', message: `${m.source}: marker id longer than 128 characters` })
   }
   if (errors.length) throw invalid(errors.slice(0, 20))
-  const ids = await s.insertMany(ctx.em, ctx.user!, asset, timeline, read.map(({ source: _s, ...m }) => ({ ...m, track: m.track && /^(V|A|TC)\d{1,2}$/.test(m.track) ? m.track : null })))
+  const ids = await s.insertMany(ctx.em, ctx.user, asset, timeline, read.map(({ source: _s, ...m }) => ({ ...m, track: m.track && /^(V|A|TC)\d{1,2}$/.test(m.track) ? m.track : null })))
   const out = []
   for (const id of ids) out.push(s.serialize(await s.row(asset.id, id), timeline, []))
   ctx.status = 201

@@ -7,6 +7,8 @@ import { createHash, timingSafeEqual } from 'node:crypto'
 import { platformServices } from './refs.js'
 
 const require = createRequire(import.meta.url)
+/** the package whose files the docs page serves (an optional dependency) */
+const SWAGGER_UI_PACKAGE = 'swagger-ui-dist/package.json'
 /** the docs page's files, served from the installed swagger-ui-dist package (no network needed) */
 const DOCS_FILES: Record<string, string> = {
   'swagger-ui.css': 'text/css; charset=utf-8',
@@ -92,7 +94,7 @@ export function registerOperatorRoutes(api: RegisterApi) {
     let body = files.get(ctx.params.file)
     if (!body) {
       try {
-        body = await readFile(path.join(path.dirname(require.resolve('swagger-ui-dist/package.json')), ctx.params.file))
+        body = await readFile(path.join(path.dirname(require.resolve(SWAGGER_UI_PACKAGE)), ctx.params.file))
       } catch {
         throw new MamError('service_unavailable', 'The docs page needs the swagger-ui-dist package, which is not installed')
       }

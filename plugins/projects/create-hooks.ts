@@ -7,9 +7,17 @@ import { type EntityManager, type Knex, type Principal } from '../../core/index.
  * a name composed of values). Added in the plugin's `start`; a hook throws a MamError to refuse.
  */
 export interface ProjectCreateHook {
-  /** before anything is written or checked: may refuse (4xx) or fill in the input (the name) */
+  /**
+   * before anything is written or checked: may refuse (4xx) or fill in the input (the name). What
+   * `created` needs goes into `input.prepared[<plugin>]` as JSON, not into memory: after a crash the
+   * repair runs `created` with the input as it was stored with the creation.
+   */
   prepare?(em: EntityManager, principal: Principal, input: NewProject): Promise<void>
-  /** inside the transaction that commits the new project: rows written with `trx` commit with it, a throw undoes the creation */
+  /**
+   * inside the transaction that commits the new project: rows written with `trx` commit with it, a
+   * throw undoes the creation. Runs once per project: in the request, or in the repair of a creation
+   * a crash cut short after the tree was in place (then `principal` is the creator, via `job`).
+   */
   created?(trx: Knex, project: Project, principal: Principal, input: NewProject): Promise<void>
 }
 

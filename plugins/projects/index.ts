@@ -59,7 +59,7 @@ export const projectsPlugin = definePlugin({
     defineProjectJobs(api.jobs)
     mountAccessRightRoutes(api, '/projects', PROJECT)
   },
-  async start({ resolve }) {
+  async start({ resolve, log }) {
     // standard users create projects unless an administrator takes the capability away
     const em = resolve(coreServices.em)
     const role = await em.findOne(Role, { name: 'User', builtin: true })
@@ -70,7 +70,20 @@ export const projectsPlugin = definePlugin({
     resolve(projectServices.moves).defineRepair()
     resolve(projectServices.relocation).defineRepair()
     const journal = resolve(projectServices.storageJournal)
-    journal.define(CREATE_KIND, repairCreation(resolve(coreServices.knex), resolve(coreServices.storages), journal, resolve(coreServices.outbox)))
+    const auth = resolve(coreServices.auth)
+    journal.define(
+      CREATE_KIND,
+      repairCreation({
+        knex: resolve(coreServices.knex),
+        storages: resolve(coreServices.storages),
+        journal,
+        outbox: resolve(coreServices.outbox),
+        hooks: resolve(projectServices.service).createHooks,
+        em: () => resolve(coreServices.em).fork(),
+        principalFor: (userId) => auth.principalFor(userId),
+        log,
+      }),
+    )
   },
   async started({ resolve }) {
     // after every plugin's start, so the hooks of the plugins whose rows follow moves are in place

@@ -1,9 +1,10 @@
 import { rm } from 'node:fs/promises'
 import path from 'node:path'
-import type { JobRegistrar, StorageRegistry } from '../../core/index.js'
-import type { AccessRightService } from '../identity/index.js'
+import { coreServices, type JobRegistrar } from '../../core/index.js'
+import { identityServices } from '../identity/index.js'
 import { Project } from './entities.js'
-import { PROJECT, TRASH_DIR, type ProjectService } from './service.js'
+import { PROJECT, TRASH_DIR } from './service.js'
+import { projectServices } from './refs.js'
 import { treeSize } from './folders.js'
 
 export function defineProjectJobs(jobs: JobRegistrar) {
@@ -13,7 +14,7 @@ export function defineProjectJobs(jobs: JobRegistrar) {
     async handler(ctx) {
       const project = await ctx.em.findOne(Project, { id: ctx.payload.projectId, deleted: false })
       if (!project) return { skipped: 'project deleted' }
-      const projects = ctx.resolve<ProjectService>('projects')
+      const projects = ctx.resolve(projectServices.service)
       project.size = await treeSize(projects.pathOf(project))
       project.sizeCalculatedAt = new Date()
       await ctx.em.flush()
@@ -27,8 +28,8 @@ export function defineProjectJobs(jobs: JobRegistrar) {
     kind: 'generic',
     concurrency: 1,
     async handler(ctx) {
-      const storages = ctx.resolve<StorageRegistry>('storages')
-      const rights = ctx.resolve<AccessRightService>('accessRights')
+      const storages = ctx.resolve(coreServices.storages)
+      const rights = ctx.resolve(identityServices.accessRights)
       const deleted = await ctx.em.find(Project, { deleted: true }, { limit: 10_000 })
       let purged = 0
       for (const project of deleted) {

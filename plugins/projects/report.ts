@@ -2,8 +2,8 @@ import { PassThrough } from 'node:stream'
 import path from 'node:path'
 import ExcelJS from 'exceljs'
 import { Type } from 'typebox'
-import type { RegisterApi, Knex, StorageRegistry } from '../../core/index.js'
-import type { AccessRightService } from '../identity/index.js'
+import { coreServices, type RegisterApi } from '../../core/index.js'
+import { identityServices } from '../identity/index.js'
 import { PROJECT } from './service.js'
 
 const XLSX_TYPE = 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet'
@@ -43,8 +43,8 @@ const bytes = (v: unknown) => (v === null || v === undefined ? null : Number(v))
 /** GET /projects_report (§4.20): the projects the caller can read as an .xlsx sheet, one row each. */
 export function registerProjectReport({ routes }: RegisterApi) {
   routes.get('/projects_report', { access: 'authenticated', input: ReportInput, summary: '.xlsx report of the project list (filters: name, library, frozen, storage)' }, async (ctx) => {
-    const knex = ctx.resolve<Knex>('knex')
-    const storages = ctx.resolve<StorageRegistry>('storages')
+    const knex = ctx.resolve(coreServices.knex)
+    const storages = ctx.resolve(coreServices.storages)
     const { name, library, frozen, storage } = ctx.input
     const base = () => {
       let q = knex('projects as p')
@@ -57,7 +57,7 @@ export function registerProjectReport({ routes }: RegisterApi) {
       if (library !== undefined) q = q.where('p.is_library_project', library)
       if (frozen !== undefined) q = frozen ? q.whereNotNull('p.frozen_at') : q.whereNull('p.frozen_at')
       if (storage) q = q.where('p.storage', storage)
-      if (!ctx.user!.isAdmin) q = q.whereIn('p.id', ctx.resolve<AccessRightService>('accessRights').readableIds(ctx.user!, PROJECT.type))
+      if (!ctx.user.isAdmin) q = q.whereIn('p.id', ctx.resolve(identityServices.accessRights).readableIds(ctx.user, PROJECT.type))
       return q.select(
         'p.id', 'p.name', 'p.alternative_name', 'p.storage', 'p.folder', 'p.is_library_project', 'p.frozen_at', 'p.size', 'p.quota',
         'p.encoding_priority', 'p.created_at', 'p.updated_at', 't.name as template', 'cu.username as created_by', 'fu.username as frozen_by',
@@ -100,7 +100,7 @@ export function registerProjectReport({ routes }: RegisterApi) {
             alternative_name: r.alternative_name,
             storage: r.storage,
             // absolute server paths are for administrators (SECURITY.md)
-            path: root && ctx.user!.isAdmin ? path.join(root, r.folder) : r.folder,
+            path: root && ctx.user.isAdmin ? path.join(root, r.folder) : r.folder,
             template: r.template,
             library: Boolean(r.is_library_project),
             frozen: r.frozen_at !== null,

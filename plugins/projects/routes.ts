@@ -1,11 +1,10 @@
 import path from 'node:path'
-import { IdParams, invalidParam, notFound, safeName, serializeJob, type RegisterApi, type MamContext, type JobService } from '../../core/index.js'
-import type { AccessRightService } from '../identity/index.js'
+import { IdParams, acceptedJob, coreServices, invalidParam, notFound, safeName, type RegisterApi, type MamContext, type Principal } from '../../core/index.js'
+import { identityServices } from '../identity/index.js'
 import { Project } from './entities.js'
 import { EncodingPriorityInput, ListInput, ProjectInput, RenameInput } from './schemas.js'
-import { PROJECT, TRASH_DIR, type NewProject, type ProjectService } from './service.js'
-import type { ProjectGuards } from './guards.js'
-import type { ProjectRelocation } from './relocation.js'
+import { PROJECT, TRASH_DIR, type NewProject } from './service.js'
+import { projectServices } from './refs.js'
 
 /** `name` … at the top level or under `project[...]` */
 const fieldsOf = (input: Record<string, any>) => ({ ...input, ...(input.project ?? {}) })
@@ -23,16 +22,16 @@ const newProject = (f: Record<string, any>): NewProject => ({
 
 /** §4.20: list, search, show, create, validate, update, delete, rename, libraries, trash. */
 export function registerProjectRoutes({ routes }: RegisterApi) {
-  const projects = (ctx: MamContext) => ctx.resolve<ProjectService>('projects')
-  const guards = (ctx: MamContext) => ctx.resolve<ProjectGuards>('projectGuards')
-  const relocation = (ctx: MamContext) => ctx.resolve<ProjectRelocation>('projectRelocation')
+  const projects = (ctx: MamContext) => ctx.resolve(projectServices.service)
+  const guards = (ctx: MamContext) => ctx.resolve(projectServices.guards)
+  const relocation = (ctx: MamContext) => ctx.resolve(projectServices.relocation)
 
   // plain rows from prepared statements, the access filter in the same query: no entity hydration (PERFORMANCE.md)
-  const list = async (ctx: MamContext) => {
+  const list = async (ctx: MamContext<any, any, Principal>) => {
     const { page = 1, per_page = 100, name, library, frozen, storage, archived, online } = ctx.input
     // archiving arrives with the strategies plugin; until then no project is archived
     if (archived === true) return { projects: [] }
-    const { total, rows } = await projects(ctx).listPage(ctx.user!, { name, library, online, frozen, storage, page, perPage: per_page })
+    const { total, rows } = await projects(ctx).listPage(ctx.user, { name, library, online, frozen, storage, page, perPage: per_page })
     ctx.set('X-Total-Count', String(total))
     return { projects: await projects(ctx).render(ctx, rows) }
   }
@@ -65,7 +64,7 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
     if (f.is_library_project !== undefined) project.isLibraryProject = f.is_library_project
     if (f.encoding_priority !== undefined) project.encodingPriority = f.encoding_priority
     await ctx.em.flush()
-    if (f.encoding_priority !== undefined) await ctx.resolve<JobService>('jobs').reprioritise([project.id], f.encoding_priority)
+    if (f.encoding_priority !== undefined) await ctx.resolve(coreServices.jobs).reprioritise([project.id], f.encoding_priority)
     return { project: await projects(ctx).one(ctx, project) }
   })
 
@@ -80,9 +79,7 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
   })
 
   routes.delete('/trash', { access: 'admin', summary: 'enqueue the purge of deleted projects' }, async (ctx) => {
-    const job = await ctx.resolve<JobService>('jobs').enqueue('projects.purge-trash', {}, { userId: ctx.user!.userId })
-    ctx.status = 202
-    return { job: serializeJob(job) }
+    return acceptedJob(ctx, await ctx.resolve(coreServices.jobs).enqueue('projects.purge-trash', {}, { userId: ctx.user.userId }))
   })
 
   routes.put('/projects/:id/rename', { access: 'authenticated', params: IdParams, input: RenameInput, summary: 'rename a project and move its folder' }, async (ctx) => {
@@ -125,14 +122,14 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
     for (const p of found) p.encodingPriority = ctx.input.encoding_priority
     await ctx.em.flush()
     // work already waiting follows the new priority, not only work queued from now on
-    await ctx.resolve<JobService>('jobs').reprioritise(ids, ctx.input.encoding_priority)
+    await ctx.resolve(coreServices.jobs).reprioritise(ids, ctx.input.encoding_priority)
     return { projects: await projects(ctx).render(ctx, found) }
   })
 
   routes.get('/total_project_size', { access: 'authenticated', summary: 'total size in bytes of all projects (those you can read)' }, async (ctx) => {
-    const knex = ctx.resolve('knex')
+    const knex = ctx.resolve(coreServices.knex)
     let q = knex('projects').where({ deleted: false })
-    if (!ctx.user!.isAdmin) q = q.whereIn('id', ctx.resolve<AccessRightService>('accessRights').readableIds(ctx.user!, PROJECT.type))
+    if (!ctx.user.isAdmin) q = q.whereIn('id', ctx.resolve(identityServices.accessRights).readableIds(ctx.user, PROJECT.type))
     const [{ total, count }] = await q.sum({ total: 'size' }).count({ count: '*' })
     return { hash: { total_project_size: Number(total ?? 0), projects: Number(count) } }
   })

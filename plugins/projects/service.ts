@@ -104,6 +104,11 @@ export interface NewProject {
   isLibraryProject?: boolean
   description?: string | null
   alternativeName?: string | null
+  /**
+   * What create hooks' `prepare` computed for their `created` step, keyed by the hook's plugin. It
+   * is kept (as JSON) with the creation's journal entry, so a repair after a crash can run `created`.
+   */
+  prepared?: Record<string, unknown>
 }
 
 const exists = (p: string) => stat(p).then(() => true, () => false)
@@ -282,9 +287,10 @@ export class ProjectService {
 
   async create(ctx: MamContext, input: NewProject): Promise<Project> {
     const em = ctx.em
-    await this.createHooks.prepare(em, ctx.user!, input)
+    const principal = ctx.requireUser()
+    await this.createHooks.prepare(em, principal, input)
     const { name, storage, folder, template } = await this.check(em, input)
-    const user = await em.findOneOrFail(User, ctx.user!.userId)
+    const user = await em.findOneOrFail(User, principal.userId)
     // the creator's own team gets write on the new project, so its quota bounds what the template adds
     const own = await this.teams.ensureOwnTeam(em, user)
     if (template && own.quota !== null) {
@@ -293,7 +299,7 @@ export class ProjectService {
         throw new MamError('insufficient_storage', `Team "${own.name}" would exceed its quota of ${own.quota} bytes (${own.spaceUsed} used)`, { team_id: own.id, quota: own.quota, space_used: own.spaceUsed })
     }
     const root = this.storages.get(storage).root
-    const intent: CreateIntent = { storage, folder, staging: path.join(TRASH_DIR, `creating-${randomUUID()}`), uuid: randomUUID() }
+    const intent: CreateIntent = { storage, folder, staging: path.join(TRASH_DIR, `creating-${randomUUID()}`), uuid: randomUUID(), createdBy: principal.userId, input }
     const staging = path.join(root, intent.staging)
     const project = await this.journal.run(CREATE_KIND, intent, {}, async (entry) => {
       let size = 0
@@ -337,7 +343,7 @@ export class ProjectService {
       })
       // the creation commits with project.created (notifications, webhooks)
       await this.knex.transaction(async (trx) => {
-        await this.createHooks.created(trx, project, ctx.user!, input)
+        await this.createHooks.created(trx, project, principal, input)
         await this.journal.end(trx, entry)
         await this.outbox?.publish(trx, projectCreated, { project_id: project.id, name, storage, created_by_id: user.id, team_id: own.id }, { subjectId: project.id, actorId: user.id })
       })

@@ -18,7 +18,7 @@ export function registerStatusFlagRoutes({ routes }: RegisterApi) {
     const s = flags(ctx)
     const flag = await s.get(ctx.em, ctx.params.id)
     // a scoped flag is as visible as the project it came with
-    if (flag.scopeProjectId !== null && !ctx.user!.isAdmin) await projects(ctx).readable(ctx.em, ctx.requireUser(), flag.scopeProjectId)
+    if (flag.scopeProjectId !== null && !ctx.user.isAdmin) await projects(ctx).readable(ctx.em, ctx.requireUser(), flag.scopeProjectId)
     return { status_flag: s.serialize(flag) }
   })
 
@@ -55,7 +55,7 @@ export function registerStatusFlagRoutes({ routes }: RegisterApi) {
       const project = await projects(ctx).writable(ctx.em, ctx.requireUser(), ctx.params.id)
       const s = flags(ctx)
       const flag = await s.availableFlag(ctx.em, project.id, ctx.params.status_flag_id)
-      const set = await s.setOn(ctx.em, project.id, flag, ctx.input.set, ctx.user!.userId)
+      const set = await s.setOn(ctx.em, project.id, flag, ctx.input.set, ctx.user.userId)
       return { status_flag: { ...s.serialize(flag, set), project_id: project.id } }
     },
   )

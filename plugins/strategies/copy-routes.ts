@@ -7,7 +7,7 @@ import { StrategyRef } from './schemas.js'
 import { strategyParam } from './routes.js'
 import { BackupJob, CopyJob, DatabaseBackupJob } from './jobs.js'
 
-import { IdParam, IdParams, MamError, acceptedJob, coreServices, invalidParam, relativeSegments, resolveInside, type MamContext, type RegisterApi } from '../../core/index.js'
+import { IdParam, IdParams, MamError, acceptedJob, coreServices, invalidParam, relativeSegments, resolveInside, type MamContext, type Principal, type RegisterApi } from '../../core/index.js'
 const StrategyInput = Type.Object({ strategy: Type.Optional(StrategyRef) }, { additionalProperties: false })
 const FolderInput = Type.Object({ strategy: Type.Optional(StrategyRef), project_id: IdParam, path: Type.Optional(Type.String({ maxLength: 4096 })) }, { additionalProperties: false })
 
@@ -19,8 +19,8 @@ export function registerCopyRoutes(api: RegisterApi) {
   const strategies = api.use(strategyServices.strategies)
   const jobs = api.use(coreServices.jobs)
 
-  const enqueue = async (ctx: MamContext, type: string, payload: unknown, projectId: number | null) =>
-    acceptedJob(ctx, await jobs().enqueue(type, payload, { userId: ctx.user!.userId, projectId }))
+  const enqueue = async (ctx: MamContext<any, any, Principal>, type: string, payload: unknown, projectId: number | null) =>
+    acceptedJob(ctx, await jobs().enqueue(type, payload, { userId: ctx.user.userId, projectId }))
 
   routes.put('/assets/:id/copy_to', { access: 'authenticated', params: IdParams, input: StrategyInput, summary: 'copy an asset with an asset copy-to strategy (job at /copy_to_status/:id)' }, async (ctx) => {
     const { asset } = await assets().readable(ctx.em, ctx.user, ctx.params.id)

@@ -5,7 +5,7 @@ import { ArchiveInput, NoInput } from './schemas.js'
 import { strategyParam } from './routes.js'
 import type { StateRow } from './archive.js'
 
-import { IdParams, MamError, conflict, type MamContext, type RegisterApi } from '../../core/index.js'
+import { IdParams, MamError, accepted, conflict, type MamContext, type Principal, type RegisterApi } from '../../core/index.js'
 /** §4.20 archive, unarchive, move_archive, cancel_archiving, clear_archive_errors, clear_all_archive_errors */
 export function registerArchiveRoutes(api: RegisterApi) {
   const { routes } = api
@@ -16,21 +16,19 @@ export function registerArchiveRoutes(api: RegisterApi) {
   const runs = api.use(strategyServices.runs)
 
   /** a project the caller may change, that no edit has mounted or opened (409), not frozen (423) */
-  const archivable = async (ctx: MamContext, id: number): Promise<Project> => {
-    const project = await projects().writable(ctx.em, ctx.user!, id)
+  const archivable = async (ctx: MamContext<any, any, Principal>, id: number): Promise<Project> => {
+    const project = await projects().writable(ctx.em, ctx.user, id)
     // 'rename': the edits plugin refuses it for a mounted or open project; our own guard only for a running archive
     await guards().check(ctx.em, project, 'rename')
     return project
   }
 
-  const answer = async (ctx: MamContext, s: StateRow, status = 200) => {
-    ctx.status = status
-    return { archivestrategystate: await archives().serialize(s) }
-  }
+  const answer = async (s: StateRow) => ({ archivestrategystate: await archives().serialize(s) })
 
-  const start = async (ctx: MamContext, s: StateRow) => {
-    await runs().queueArchive(s, ctx.user!.userId)
-    return answer(ctx, (await archives().state(s.project_id))!, 202)
+  /** queues the run; 202 with the state it starts from */
+  const start = async (ctx: MamContext<any, any, Principal>, s: StateRow) => {
+    await runs().queueArchive(s, ctx.user.userId)
+    return accepted(ctx, await answer((await archives().state(s.project_id))!))
   }
 
   routes.put(
@@ -68,7 +66,7 @@ export function registerArchiveRoutes(api: RegisterApi) {
 
   routes.put('/projects/:id/cancel_archiving', { access: 'authenticated', params: IdParams, input: NoInput, summary: 'stop a running archive (the project comes back whole online) or restore' }, async (ctx) => {
     const project = await projects().writable(ctx.em, ctx.user, ctx.params.id)
-    return answer(ctx, await archives().cancel(project.id))
+    return answer(await archives().cancel(project.id))
   })
 
   routes.put('/projects/:id/clear_archive_errors', { access: 'authenticated', params: IdParams, input: NoInput, summary: 'clear the archive errors of a project: its failed files are retried by the next archive' }, async (ctx) => {
@@ -76,7 +74,7 @@ export function registerArchiveRoutes(api: RegisterApi) {
     const s = await archives().state(project.id)
     if (!s) throw new MamError('not_found', `Project "${project.name}" was never archived`)
     await archives().clearErrors(project.id)
-    return answer(ctx, (await archives().state(project.id))!)
+    return answer((await archives().state(project.id))!)
   })
 
   routes.put('/projects/clear_all_archive_errors', { access: 'admin', input: NoInput, summary: 'clear the archive errors of every project' }, async () => ({

@@ -2,7 +2,7 @@ import { strategyServices } from './refs.js'
 import { KINDS, ROOT_KEY, STRATEGY_TYPES, TRANSMISSION_CHECKS, CONTENTS, WRAP_KEY, type StrategyKind } from './strategies.js'
 import { strategyInput } from './schemas.js'
 
-import { IdParams, invalidParam, type MamContext, type RegisterApi } from '../../core/index.js'
+import { IdParams, invalidParam, type RegisterApi } from '../../core/index.js'
 const PATHS: Record<StrategyKind, string> = {
   archive: '/archive_strategies',
   backup: '/backup_strategies',
@@ -49,7 +49,7 @@ export function registerStrategyRoutes(api: RegisterApi) {
     const wrap = WRAP_KEY[kind]
     const root = ROOT_KEY[kind]
     const Input = strategyInput(wrap)
-    const param = (ctx: MamContext) => (f: string) => `${wrap}[${f}]`
+    const param = (f: string) => `${wrap}[${f}]`
     const label = kind.replace(/_/g, ' ')
 
     routes.get(base, { access: 'authenticated', summary: `list ${label} strategies (admin-only ones for administrators)` }, async (ctx) => ({
@@ -59,14 +59,12 @@ export function registerStrategyRoutes(api: RegisterApi) {
       [root]: service().serialize(await service().get(kind, ctx.params.id, ctx.user), ctx.user),
     }))
     routes.post(base, { access: 'admin', input: Input, wrap, summary: `create a ${label} strategy (${wrap}[name|destination|target|…])` }, async (ctx) => {
-      const fields = (ctx.input as any)[wrap] ?? {}
-      const row = await service().create(kind, fields, param(ctx))
+      const row = await service().create(kind, ctx.input[wrap] ?? {}, param)
       ctx.status = 201
       return { [root]: service().serialize(row, ctx.user) }
     })
     routes.put(`${base}/:id`, { access: 'admin', params: IdParams, input: Input, wrap, summary: `change a ${label} strategy` }, async (ctx) => {
-      const fields = (ctx.input as any)[wrap] ?? {}
-      return { [root]: service().serialize(await service().update(kind, ctx.params.id, fields, param(ctx)), ctx.user) }
+      return { [root]: service().serialize(await service().update(kind, ctx.params.id, ctx.input[wrap] ?? {}, param), ctx.user) }
     })
     if (kind === 'asset_copy_to' || kind === 'project_copy_to')
       routes.delete(`${base}/:id`, { access: 'admin', params: IdParams, summary: `delete a ${label} strategy` }, async (ctx) => ({

@@ -31,8 +31,11 @@ export const StrategyFields = Type.Object(
   { additionalProperties: false },
 )
 
+const WrappedFields = Type.Optional(Nullable(StrategyFields))
+
 /** `archive_strategy[name]` … from forms, `{archive_strategy: {...}}` or the fields at the top level (wrap) */
-export const strategyInput = (wrapKey: string) => Type.Object({ [wrapKey]: Type.Optional(Nullable(StrategyFields)) }, { additionalProperties: false })
+export const strategyInput = <W extends string>(wrapKey: W) =>
+  Type.Object({ [wrapKey]: WrappedFields } as { [K in W]: typeof WrappedFields }, { additionalProperties: false })
 
 /** a strategy id: an integer, or its digits as a string (forms, and JSON from some clients) */
 export const StrategyRef = Type.Unsafe<number | string>({ type: ['integer', 'string'], pattern: '^[1-9][0-9]{0,9}$', minimum: 1, maximum: 2147483647 })

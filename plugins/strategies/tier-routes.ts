@@ -2,7 +2,7 @@ import { Type } from 'typebox'
 import { projectServices } from '../projects/refs.js'
 import { strategyServices } from './refs.js'
 
-import { IdParam, coreServices, invalidParam, serializeJob, type RegisterApi } from '../../core/index.js'
+import { IdParam, accepted, coreServices, invalidParam, serializeJob, type RegisterApi } from '../../core/index.js'
 
 const TierInput = Type.Object(
   {
@@ -62,8 +62,8 @@ export function registerTierRoutes(api: RegisterApi) {
       // each project claimed for this move (two requests for one project: one 202, one 409); a policy leaves a claimed one out
       const queued = await runs().queueTier(selected, storage, ctx.user.userId, Boolean(ids))
       if (!queued.length) throw invalidParam(days !== undefined ? 'older_than_days' : 'last_used_before', `selects no project that can move to storage "${storage}"`)
-      ctx.status = 202
-      return { job: serializeJob(queued[0]), jobs: queued.map(serializeJob) }
+      // the first job as `job` (clients that follow one), every job as `jobs`
+      return accepted(ctx, { job: serializeJob(queued[0]), jobs: queued.map(serializeJob) })
     },
   )
 }

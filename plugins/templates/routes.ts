@@ -1,14 +1,15 @@
 import { IdParams, coreServices, invalid, type RegisterApi, type MamContext, type ParamError } from '../../core/index.js'
 import { DeleteInput, TemplateInput } from './schemas.js'
 import { readPatterns } from './patterns-input.js'
-import type { TemplateChanges, TemplateService } from './service.js'
+import type { TemplateChanges } from './service.js'
+import { templateServices } from './refs.js'
 import { TEMPLATE_TYPES } from './types.js'
 
 const MANAGE = 'templates.manage'
 
 /** §4.1: all seven template endpoints. */
 export function registerTemplateRoutes({ routes }: RegisterApi) {
-  const service = (ctx: MamContext) => ctx.resolve<TemplateService>('templates')
+  const service = (ctx: MamContext) => ctx.resolve(templateServices.service)
 
   routes.get('/templates', { access: 'authenticated', summary: 'list all templates' }, async (ctx) => ({
     templates: await service(ctx).listSerialized(ctx.resolve(coreServices.knex), ctx.user),

@@ -5,7 +5,7 @@ import { transcriptionServices } from './refs.js'
 import { normalizeLanguage, pickLanguage, type Engines } from './engine.js'
 import { PackageTranscripts, TranscribeProject, packageDir, packageFiles } from './jobs.js'
 
-import { IdParam, IdParams, MamError, acceptedJob, conflict, coreServices, invalidParam, type RegisterApi, integerPairCursor } from '../../core/index.js'
+import { IdParam, IdParams, MamError, accepted, acceptedJob, conflict, coreServices, invalidParam, type RegisterApi, integerPairCursor } from '../../core/index.js'
 const TranscribeInput = Type.Object(
   {
     language: Type.Optional(Type.String({ minLength: 1, maxLength: 35 })),
@@ -203,8 +203,7 @@ export function registerTranscriptionRoutes(api: RegisterApi<{ language: string 
     async (ctx) => {
       const { asset } = await assets().readable(ctx.em, ctx.user, ctx.params.id)
       if (!(await service().list(asset.id)).some((t) => t.state === 'ready')) throw conflict(`Asset ${asset.id} has no finished transcript to download; transcribe it first (PUT /assets/${asset.id}/transcribe)`)
-      ctx.status = 202
-      return downloads().prepare(ctx.em, ctx.user, asset, 'transcripts', PackageTranscripts.type)
+      return accepted(ctx, await downloads().prepare(ctx.em, ctx.user, asset, 'transcripts', PackageTranscripts.type))
     },
   )
 

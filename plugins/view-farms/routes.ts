@@ -1,4 +1,4 @@
-import { can, iso, IdParams, NoInput, paginate, type Principal, type RegisterApi } from '../../core/index.js'
+import { accepted, can, iso, IdParams, NoInput, paginate, type Principal, type RegisterApi } from '../../core/index.js'
 import { viewFarmServices } from './refs.js'
 import { ListInput, NodeInput, RevokeInput } from './schemas.js'
 import { concurrencyOf, jsonColumn, type NodeRow, type ViewFarmService } from './service.js'
@@ -62,8 +62,7 @@ export function registerRoutes(api: RegisterApi) {
     show(await farm().setState(ctx.params.id, 'stopped'), ctx.user),
   )
   routes.post('/view_farms/:id/restart', { access: MANAGE, params: IdParams, input: NoInput, summary: 'drain the node, reload its runner, claim again' }, async (ctx) => {
-    ctx.status = 202
-    return show(await farm().restart(ctx.params.id), ctx.user)
+    return accepted(ctx, show(await farm().restart(ctx.params.id), ctx.user))
   })
   routes.post('/view_farms/pause_all', { access: MANAGE, input: NoInput, summary: 'every running node stops claiming (queued jobs stay queued)' }, async (ctx) => list(await farm().moveAll('running', 'paused'), ctx.user))
   routes.post('/view_farms/unpause_all', { access: MANAGE, input: NoInput, summary: 'every paused node claims again (stopped ones stay stopped)' }, async (ctx) => list(await farm().moveAll('paused', 'running'), ctx.user))

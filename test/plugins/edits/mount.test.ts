@@ -1,7 +1,10 @@
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
 import path from 'node:path'
 import t from 'tap'
 import { assertProblem, onEachDatabase, createProject, grant } from '../../../core/testing/index.js'
+import { describePlugins } from '../../../core/runtime.js'
+import { builtinPlugins } from '../../../plugins/index.js'
 import { createEdit, exists, linkTarget, mountPath, runJob, sessions } from './fixtures.js'
 
 onEachDatabase(t, 'mount, refresh and unmount a project on an edit', async (t, s) => {
@@ -110,4 +113,35 @@ onEachDatabase(t, 'a real folder in the way fails the mount job and is left alon
   t.equal((await runJob(s, 'DELETE', `/projects/${project.id}/umount`, user, { edit: 'EDIT-A' })).job.state, 'finished')
   t.same(await sessions(s), [])
   t.ok(await exists(path.join(spot, 'keep.txt')))
+})
+
+const workspaces = await mkdtemp(path.join(tmpdir(), 'mamkit-workspaces-'))
+t.teardown(() => rm(workspaces, { recursive: true, force: true }))
+
+onEachDatabase(
+  t,
+  'the setting mountRoot (plugins.edits.mountRoot) places the workspaces',
+  async (t, s) => {
+    await createEdit(s, 'EDIT-R')
+    const project = await createProject(s, s.user, 'Elsewhere')
+    t.equal((await runJob(s, 'PUT', `/projects/${project.id}/mount`, s.user.token, { edit: 'EDIT-R' })).job.state, 'finished')
+    const [row] = await sessions(s, { project_id: project.id })
+    t.equal(row.link, path.join(path.resolve(s.runtime.config.plugins.edits.mountRoot as string), 'EDIT-R', 'Elsewhere'))
+    t.equal(await linkTarget(row.link), project.path, 'the link is below the configured folder')
+    t.notOk(await exists(mountPath(s, 'EDIT-R', 'Elsewhere')), 'nothing below <dataDir>/mounts')
+    t.equal((await runJob(s, 'DELETE', `/projects/${project.id}/umount`, s.user.token, { edit: 'EDIT-R' })).job.state, 'finished')
+    t.notOk(await exists(row.link), 'unmounting removes it there')
+  },
+  { config: { plugins: { edits: { mountRoot: path.join(workspaces, String(process.pid)) } } } },
+)
+
+t.test('a mountRoot that is not a folder name stops the boot naming the setting', async (t) => {
+  for (const mountRoot of ['', 42]) {
+    const err = await describePlugins({ plugins: builtinPlugins, config: { dataDir: t.testdir(), plugins: { edits: { mountRoot } } } }).then(
+      () => null,
+      (e) => e,
+    )
+    t.equal(err?.code, 'SETTINGS_INVALID', JSON.stringify(mountRoot))
+    t.match(err?.message, /setting plugins\.edits\.mountRoot /)
+  }
 })

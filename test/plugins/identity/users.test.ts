@@ -1,4 +1,6 @@
 import t from 'tap'
+import { describePlugins } from '../../../core/runtime.js'
+import { builtinPlugins } from '../../../plugins/index.js'
 import { parseMail, startMailCatcher, assertProblem, onEachDatabase, startTestServer, databaseKinds, type TestServer } from '../../../core/testing/index.js'
 
 // invitations must not find a developer's SMTP settings in the environment
@@ -244,6 +246,47 @@ onEachDatabase(t, 'users: invitation without an SMTP server is 503 and creates n
   t.match(reply.body.detail, /SMTP/, 'the body says what is missing')
   t.equal((await s.runtime.db.knex('users').where({ username: 'nomail' })).length, 0, 'no user created')
   t.equal((await s.runtime.db.knex('invitations')).length, 0, 'no invitation stored')
+})
+
+t.test('users: the mail settings are typed settings: checked at boot, masked, changed live by PUT /settings', async (t) => {
+  const boot = (mail: Record<string, unknown>) => describePlugins({ plugins: builtinPlugins, config: { dataDir: t.testdir(), plugins: { identity: { mail } } } })
+  await t.rejects(boot({ port: 'twenty-five' }), { code: 'SETTINGS_INVALID', message: /setting plugins\.identity\.mail\.port / }, 'a bad value stops the boot naming it')
+  await t.rejects(boot({ hots: 'smtp.example.test' }), { code: 'SETTINGS_INVALID', message: /setting plugins\.identity\.mail\.hots is not a known parameter/ }, 'a misspelt one too')
+  const mail = await startMailCatcher()
+  t.teardown(mail.close)
+  for (const db of databaseKinds()) {
+    await t.test(`mail settings [${db}]`, async (sub) => {
+      const t = sub as unknown as Tap
+      const s = await startTestServer({ db })
+      t.teardown(() => s.close())
+      mail.messages.length = 0
+      assertProblem(t, await s.request('POST', '/users/invite', { token: s.admin.token, json: { user: { username: 'early', email: 'early@example.test' } } }), 503)
+      const put = await s.request('PUT', '/settings', {
+        token: s.admin.token,
+        json: { settings: { identity: { mail: { host: '127.0.0.1', port: mail.port, pass: 'smtp-secret', from: 'live@example.test', publicUrl: 'http://live.example.test/' } } } },
+      })
+      t.equal(put.status, 200, put.text)
+      t.equal(put.body.settings.identity.mail.pass, '********', 'the password is masked')
+      t.equal((await s.request('GET', '/settings', { token: s.admin.token })).body.settings.identity.mail.host, '127.0.0.1')
+      // the message goes out with the settings now in force
+      const invited = await s.request('POST', '/users/invite', { token: s.admin.token, json: { user: { username: 'late', email: 'late@example.test' } } })
+      t.equal(invited.status, 201, invited.text)
+      t.equal(mail.messages.length, 1)
+      t.equal(mail.messages[0].from, 'live@example.test')
+      t.match(parseMail(mail.messages[0].raw).body, 'http://live.example.test/api/v1/invitations/accept?token=', 'the public URL without its trailing slash')
+    })
+  }
+})
+
+onEachDatabase(t, 'users: without an SMTP server, an invalid invitation is refused for what it is (422/409) before the 503', async (t, s) => {
+  const invite = (user: Record<string, unknown>) => s.request('POST', '/users/invite', { token: s.admin.token, json: { user } })
+  assertProblem(t, await invite({ username: 'nomail', email: 'nomail@example.test', role_id: 99999 }), 422, ['user[role_id]'])
+  assertProblem(t, await invite({ username: s.user.username, email: 'taken@example.test' }), 409)
+  assertProblem(t, await invite({ username: 'nomail', email: 'not-an-address' }), 422, ['user[email]'])
+  assertProblem(t, await invite({ username: 'nomail', email: 'nomail@example.test' }), 503) // valid: then the missing mail server
+  // the same check for POST /users: the parameter as the client sent it
+  assertProblem(t, await s.request('POST', '/users', { token: s.admin.token, json: { user: { username: 'norole', password: 'a-long-password', role_id: 99999 } } }), 422, ['user[role_id]'])
+  t.equal((await s.runtime.db.knex('users').whereIn('username', ['nomail', 'norole'])).length, 0, 'nobody created')
 })
 
 onEachDatabase(t, 'users: a new password ends the other login sessions; API keys stay (issue 18 item 11)', async (t, s) => {
