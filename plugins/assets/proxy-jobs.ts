@@ -1,4 +1,4 @@
-import { mkdir, rm } from 'node:fs/promises'
+import { rm } from 'node:fs/promises'
 import path from 'node:path'
 import { coreServices, faultOf, makeDirs, type JobRegistrar, type JobContext } from '../../core/index.js'
 import { assetProxyReady } from './events.js'
