@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { IdParam, IdParams, NoInput, MamError, User, coreServices, type RegisterApi, type RouteContext, type EntityManager, type Principal } from '../../core/index.js'
+import { IdParam, IdParams, NoInput, MamError, accepted, User, coreServices, type RegisterApi, type RouteContext, type EntityManager, type Principal } from '../../core/index.js'
 import type { Asset } from './entities.js'
 import { assetServices } from './refs.js'
 import { AssetState, serializeState, type PackageKind } from './downloads.js'
@@ -34,9 +34,8 @@ export function registerDownloadRoutes(api: RegisterApi) {
     const job = await jobs().enqueue('assets.package', { stateId: state.id }, { userId: ctx.user.userId, projectId: asset.project.id, assetId: asset.id })
     state.jobId = job.id
     await ctx.em.flush()
-    // 202 like acceptedJob, but the body is the state (`assetstate`, wire.md), the job inside it
-    ctx.status = 202
-    return { assetstate: serializeState(state, job) }
+    // the body is the state (`assetstate`, wire.md), the job inside it
+    return accepted(ctx, { assetstate: serializeState(state, job) })
   }
 
   /** the caller's finished, unexpired state for this asset and kind; every other case is a clear 4xx */
