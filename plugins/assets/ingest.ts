@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { constants, copyFile, link, readdir, realpath, rm, stat, unlink } from 'node:fs/promises'
 import path from 'node:path'
-import { linkExclusive, identityOf, sameFile, invalidParam, resolveInside, type Knex, type FileIdentity, type JournalEntry, type StorageJournal, makeDirs } from '../../core/index.js'
+import { linkExclusive, identityOf, sameFile, invalidParam, resolveInside, type Knex, type FileIdentity, type JournalEntry, type StorageJournal, makeDirs, faultOf } from '../../core/index.js'
 import { projectScope, type Project, type ProjectService } from '../projects/index.js'
 import type { AssetService } from './service.js'
 import { ASSET_COLUMNS, viewOfRow, type AssetView } from './asset-json.js'
@@ -98,8 +98,15 @@ export class Ingest {
         return views
       })
       await Promise.all(temps.map((t) => rm(t, { force: true })))
-      await this.assets.analyseLater(views.map((v) => ({ id: v.id, project })), options.userId)
-      await this.journal.end(this.knex, entry)
+      // Committed: the files are stored whatever follows. Should queueing their analyses or ending
+      // the entry meet a full disk or the database away, the entry stays, its repair (the journal's
+      // sweep once the lease lapsed) queues the analyses, and the answer says what was stored.
+      try {
+        await this.assets.analyseLater(views.map((v) => ({ id: v.id, project })), options.userId)
+        await this.journal.end(this.knex, entry)
+      } catch (err) {
+        if (!faultOf(err)) throw err
+      }
       return views
     })
   }

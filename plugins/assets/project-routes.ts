@@ -1,4 +1,4 @@
-import { IdParams, NoInput, acceptedJob, coreServices, invalidParam, uploadName, idempotent, type RegisterApi, type RouteContext } from '../../core/index.js'
+import { IdParams, NoInput, acceptedJob, coreServices, faultOf, invalidParam, uploadName, idempotent, type RegisterApi, type RouteContext } from '../../core/index.js'
 import { assetIngested } from './events.js'
 import { publishQuotaCrossings } from './quota-events.js'
 import { projectServices } from '../projects/index.js'
@@ -94,7 +94,11 @@ export function registerProjectAssetRoutes(api: RegisterApi) {
             await publishQuotaCrossings(trx, db().dialect, outbox(), project.id, views.reduce((n, v) => n + Number(v.size ?? 0), 0), ctx.user.userId)
           },
         })
-        await s.refreshTeamSpace(project.id)
+        // stored and answered as such: the teams' space_used is re-added from project sizes by the
+        // next refresh if a full disk or the database away refuses this one
+        await s.refreshTeamSpace(project.id).catch((err) => {
+          if (!faultOf(err)) throw err
+        })
         return body!
       })
     },
