@@ -7,7 +7,7 @@ import type { MamConfig } from '../config.js'
 import type { CompiledRoute } from '../plugin/loader.js'
 import { MamError } from '../errors.js'
 import { limitError, parseQuery, qsOptions } from './params.js'
-import { collectFiles, ensureDir, uploadDirOf, uploadStreamOpener } from './uploads.js'
+import { assertUploadsWritten, collectFiles, ensureDir, uploadDirOf, uploadStreamOpener } from './uploads.js'
 import type { MamContext } from './context.js'
 
 export const JSON_TYPES = ['json', '+json']
@@ -82,6 +82,7 @@ export function bodyReader(config: MamConfig): BodyReader {
         throw new MamError('unsupported_media_type', `Uploads are stored as sent: send multipart/form-data without Content-Encoding (not "${encoding}")`)
       await ensureDir(uploadDir)
       await whileMoving(ctx, timeoutMs, parse(multipart(route, ctx), ctx, 'multipart', encoding))
+      await assertUploadsWritten(ctx)
       ctx.files = collectFiles((ctx.request as any).files)
       return renest((ctx.request as any).body, queryOptions)
     }

@@ -5,6 +5,7 @@ import path from 'node:path'
 import type { MamConfig } from '../config.js'
 import type { MamContext, UploadedFile } from './context.js'
 import { makeDirs } from '../storage/paths.js'
+import { MamError } from '../errors.js'
 
 /**
  * The life of an upload's temporary files: written below `<dataDir>/tmp/uploads` while the
@@ -27,9 +28,29 @@ export function uploadStreamOpener(ctx: MamContext): (file: { filepath: string }
   writingUploads.set(ctx, streams)
   return (file) => {
     const stream = createWriteStream(file.filepath, { flags: 'wx' })
+    // formidable does not listen to a stream it was handed: a failed write (a full disk) would
+    // leave a short file that the parse reports as complete
+    stream.once('error', (err) => {
+      if (!failedUploads.has(ctx)) failedUploads.set(ctx, err)
+    })
     streams.push(stream)
     return stream
   }
+}
+
+const failedUploads = new WeakMap<object, Error>()
+
+/**
+ * After the multipart body was parsed: every upload's temporary file was written whole. Waits for
+ * the files to be closed, then throws the first write error (507 for a full disk or a quota).
+ */
+export async function assertUploadsWritten(ctx: MamContext): Promise<void> {
+  const streams = writingUploads.get(ctx) ?? []
+  await Promise.all(streams.filter((s) => !s.closed).map((s) => once(s, 'close').catch(() => {})))
+  const err = failedUploads.get(ctx) as NodeJS.ErrnoException | undefined
+  if (!err) return
+  if (err.code === 'ENOSPC' || err.code === 'EDQUOT') throw new MamError('insufficient_storage', 'The upload could not be received: the server\'s disk for uploads is full; nothing was stored')
+  throw err
 }
 
 /** whether the request opened or collected upload files (only then is there anything to remove) */
