@@ -98,8 +98,12 @@ const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE
  * shutdown, cannot connect now: starting up or shutting down), 53300 (too many connections)
  */
 const PG_OUTAGE = /^(08...|57P0[123]|53300)$/
-/** pg, pg-pool and knex messages of a lost or unobtainable connection (they carry no code) */
-const OUTAGE_MESSAGES = /Connection terminated|Connection ended unexpectedly|connection error and is not queryable|Client was closed and is not queryable|timeout exceeded when trying to connect|Timeout acquiring a connection|the database system is (starting up|shutting down|in recovery mode)/i
+/**
+ * pg, pg-pool and knex messages of a lost or unobtainable connection (they carry no code). knex's
+ * "Transaction query already complete" is what the next statement of a transaction gets once a lost
+ * connection ended it (rolled back): seen as a 500 in the outage test while a project was created
+ */
+const OUTAGE_MESSAGES = /Transaction query already complete|Connection terminated|Connection ended unexpectedly|connection error and is not queryable|Client was closed and is not queryable|timeout exceeded when trying to connect|Timeout acquiring a connection|the database system is (starting up|shutting down|in recovery mode)/i
 const DISK_FULL_CODES = new Set(['ENOSPC', 'EDQUOT', 'SQLITE_FULL', '53100'])
 /** a tool (ffmpeg, an archiver) that ran out of space says so in its message, without a code */
 const DISK_FULL_MESSAGES = /No space left on device|Disk quota exceeded/
