@@ -9,7 +9,7 @@ import type { EventBus } from '../events.js'
 import { CONTROL_PREFIX, type JobQueue, type SettleChange } from './queue.js'
 import type { JobContext, JobRow } from './types.js'
 import type { RegisteredJob } from '../plugin/loader.js'
-import type { ServiceRef } from '../plugin/services.js'
+import { coreServices, type ServiceRef } from '../plugin/services.js'
 import { faultOf } from '../errors.js'
 
 interface Running {
@@ -407,7 +407,7 @@ export class JobRunner {
         return scoped()
       },
       get em() {
-        return scoped().resolve<JobContext['em']>('em')
+        return scoped().resolve<JobContext['em']>(coreServices.em.id)
       },
       resolve: (ref: string | ServiceRef<unknown>) => scoped().resolve(typeof ref === 'string' ? ref : ref.id),
       log,
