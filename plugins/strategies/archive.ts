@@ -5,11 +5,11 @@ import path from 'node:path'
 import type { Logger } from 'pino'
 import type { ProjectService } from '../projects/index.js'
 import type { StrategyRow, StrategyService } from './strategies.js'
-import { sameSums, sumsOf, writeHashed, type Sums, type Target } from './targets/types.js'
+import { fsyncPath, readAll, sameSums, sumsOf, writeHashed, type Sums, type Target } from './targets/types.js'
 import { projectArchived, projectUnarchived } from './events.js'
-import { FileError, PARALLEL, copyVerified, readAll, verify, type TransmissionCheck } from './transfer.js'
+import { FileError, PARALLEL, copyVerified, verify, type TransmissionCheck } from './transfer.js'
 import { eachLimit, retryTransient } from './concurrency.js'
-export { FileError, readAll, verify, type TransmissionCheck } from './transfer.js'
+export { FileError, verify, type TransmissionCheck } from './transfer.js'
 
 import { preparedRead, type PreparedRead, MamError, conflict, isUniqueViolation, iso, linkExclusive, notFound, openInside, relativeSegments, type Knex, type Outbox, type StorageJournal } from '../../core/index.js'
 /** states a running archive job moves through; the others are where it rests */
@@ -81,15 +81,6 @@ async function* walk(root: string, rel = ''): AsyncGenerator<{ path: string; siz
   }
 }
 
-/** flushes a file or a directory to the device */
-async function fsyncFile(file: string, flags: 'r' | 'r+'): Promise<void> {
-  const handle = await open(file, flags)
-  try {
-    await handle.sync()
-  } finally {
-    await handle.close()
-  }
-}
 
 /** removes the restore temporaries a killed process left in the project tree (hidden names of ours only) */
 async function sweepRestores(dir: string): Promise<void> {
@@ -511,7 +502,7 @@ export class ArchiveService {
             errors.set(Number(f.id), (err as Error).message)
           }
         }
-        for (const dir of dirs) await fsyncFile(dir, 'r')
+        for (const dir of dirs) await fsyncPath(dir, 'r')
       } finally {
         for (const { temp, handle } of staged) {
           await handle.close().catch(() => {})

@@ -6,9 +6,9 @@ import path from 'node:path'
 import { Readable } from 'node:stream'
 import { promisify } from 'node:util'
 import type { ProjectService } from '../projects/index.js'
-import { FileError, readAll, verify, type RunContext, type TransmissionCheck } from './archive.js'
+import { FileError, verify, type RunContext, type TransmissionCheck } from './archive.js'
 import type { StrategyRow, StrategyService } from './strategies.js'
-import { sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
+import { readAll, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
 
 import { MamError, openInside, safeName, type Dialect, type Knex } from '../../core/index.js'
 const run = promisify(execFile)

@@ -1,9 +1,7 @@
 import type { Stats } from 'node:fs'
-import type { FileHandle } from 'node:fs/promises'
-import { Readable } from 'node:stream'
 import { MamError, openInside } from '../../core/index.js'
 import { eachLimit, retryTransient } from './concurrency.js'
-import { sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
+import { readAll, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
 
 export type TransmissionCheck = 'none' | 'size' | 'checksum' | 'fingerprint'
 
@@ -15,7 +13,6 @@ export const isFileFailure = (err: unknown) => err instanceof FileError || (err 
 
 /** files copied (and read back) at once: small files are latency-bound, large ones stream 1 MiB reads */
 export const PARALLEL = 4
-const READ_SIZE = 1 << 20
 
 /**
  * Verifies an object on the target against the source's checksums: `size` asks the target for the
@@ -35,29 +32,6 @@ export async function verify(target: Target, key: string, sums: Sums, check: Tra
   if (!sameSums(back, sums)) throw new FileError(`the copy of ${key} read back hashes to ${back.sha256} (${back.size} bytes), the original to ${sums.sha256} (${sums.size} bytes)`)
 }
 
-/**
- * The bytes of an opened file from offset 0, by positional reads. Not `createReadStream({ fd })`:
- * a pipeline that fails destroys its streams, and a destroyed fs stream closes its descriptor even
- * with `autoClose: false`, so the handle's own close later hit EBADF (or another file's descriptor).
- * `sizeHint` (the size the file had) keeps the buffers of small files small.
- */
-export function readAll(handle: FileHandle, sizeHint?: number): Readable {
-  const size = sizeHint === undefined ? READ_SIZE : Math.min(READ_SIZE, Math.max(16_384, sizeHint + 1))
-  return Readable.from(
-    (async function* () {
-      for (let pos = 0; ; ) {
-        const buf = Buffer.allocUnsafe(size)
-        const { bytesRead } = await handle.read(buf, 0, buf.length, pos)
-        if (!bytesRead) return
-        pos += bytesRead
-        yield buf.subarray(0, bytesRead)
-        // a short read of a regular file is its end (one read per small file, not two)
-        if (bytesRead < buf.length) return
-      }
-    })(),
-    { objectMode: false },
-  )
-}
 
 /** one file to copy: read from `path` inside `root`, written to `key` */
 export interface SourceFile<T> {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { mkdir, open, readdir, realpath, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 import { Readable } from 'node:stream'
-import { writeHashed, type Head, type PutBatch, type Sums, type Target } from './types.js'
+import { fsyncPath, readAll, writeHashed, type Head, type PutBatch, type Sums, type Target } from './types.js'
 import { eachLimit } from '../concurrency.js'
 
 import { MamError, isInside, relativeSegments } from '../../../core/index.js'
@@ -10,15 +10,6 @@ const PART = '.mamkit-part-'
 /** fsyncs in flight at once in a batch's commit */
 const SYNCS_AT_ONCE = 8
 
-/** flushes a file or a directory to the device */
-async function fsyncPath(file: string, flags: 'r' | 'r+'): Promise<void> {
-  const handle = await open(file, flags)
-  try {
-    await handle.sync()
-  } finally {
-    await handle.close()
-  }
-}
 
 /** a full disk is the client's business (507), named so; other errors stay what they are */
 function diskError(err: unknown, destination: string): unknown {
@@ -149,19 +140,10 @@ export class DiskTarget implements Target {
       await handle.close()
       throw err
     })
-    const chunk = Math.min(1 << 20, Math.max(16_384, size + 1))
     return Readable.from(
       (async function* () {
         try {
-          for (let pos = 0; ; ) {
-            const buf = Buffer.allocUnsafe(chunk)
-            const { bytesRead } = await handle.read(buf, 0, buf.length, pos)
-            if (!bytesRead) return
-            pos += bytesRead
-            yield buf.subarray(0, bytesRead)
-            // a short read of a regular file is its end
-            if (bytesRead < buf.length) return
-          }
+          yield* readAll(handle, size)
         } finally {
           await handle.close()
         }

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
-import type { FileHandle } from 'node:fs/promises'
-import { Transform, type Readable } from 'node:stream'
+import { open, type FileHandle } from 'node:fs/promises'
+import { Readable, Transform } from 'node:stream'
 import { crc32 } from 'node:zlib'
 
 /** our own end-to-end checksums: they travel with each object and are checked on the way back */
@@ -128,3 +128,40 @@ export async function sumsOf(stream: Readable): Promise<Sums> {
 }
 
 export const sameSums = (a: Sums, b: Sums) => a.size === b.size && a.sha256 === b.sha256 && a.crc32 === b.crc32
+
+/** the largest positional read of `readAll` */
+const READ_SIZE = 1 << 20
+
+/**
+ * The bytes of an opened file from offset 0, by positional reads. Not `createReadStream({ fd })`:
+ * a pipeline that fails destroys its streams, and a destroyed fs stream closes its descriptor even
+ * with `autoClose: false`, so the handle's own close later hit EBADF (or another file's descriptor).
+ * `sizeHint` (the size the file had) keeps the buffers of small files small.
+ */
+export function readAll(handle: FileHandle, sizeHint?: number): Readable {
+  const size = sizeHint === undefined ? READ_SIZE : Math.min(READ_SIZE, Math.max(16_384, sizeHint + 1))
+  return Readable.from(
+    (async function* () {
+      for (let pos = 0; ; ) {
+        const buf = Buffer.allocUnsafe(size)
+        const { bytesRead } = await handle.read(buf, 0, buf.length, pos)
+        if (!bytesRead) return
+        pos += bytesRead
+        yield buf.subarray(0, bytesRead)
+        // a short read of a regular file is its end (one read per small file, not two)
+        if (bytesRead < buf.length) return
+      }
+    })(),
+    { objectMode: false },
+  )
+}
+
+/** flushes a file or a directory to the device */
+export async function fsyncPath(file: string, flags: 'r' | 'r+'): Promise<void> {
+  const handle = await open(file, flags)
+  try {
+    await handle.sync()
+  } finally {
+    await handle.close()
+  }
+}
