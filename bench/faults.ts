@@ -4,7 +4,7 @@
  * (or MAMKIT_TEST_DATABASE_URL) names a PostgreSQL server, on a scratch database there. Prints each
  * campaign's seed, what was written, restart times and every invariant found broken.
  *
- *   npx tsc -p . && node dist/bench/faults.js [--kills 200] [--campaigns 3] [--seed N] [--run-ms 2000]
+ *   npx tsc -p . && node dist/bench/faults.js [--kills 200] [--campaigns 3] [--seed N] [--run-ms 2000] [--budget-s S]
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -14,7 +14,7 @@ import { runKillCampaign } from '../test/helpers/kill-workload.js'
 import { scratchDatabase } from '../core/testing/index.js'
 import { killAll } from '../test/helpers/process.js'
 
-const { values } = parseArgs({ options: { kills: { type: 'string' }, campaigns: { type: 'string' }, seed: { type: 'string' }, 'run-ms': { type: 'string' } } })
+const { values } = parseArgs({ options: { kills: { type: 'string' }, campaigns: { type: 'string' }, seed: { type: 'string' }, 'run-ms': { type: 'string' }, 'budget-s': { type: 'string' } } })
 const kills = Number(values.kills ?? 100)
 const campaigns = Number(values.campaigns ?? 1)
 const pgUrl = process.env.MAMKIT_BENCH_DATABASE_URL ?? process.env.MAMKIT_TEST_DATABASE_URL
@@ -29,9 +29,10 @@ for (let c = 0; c < campaigns; c++) {
     const database = await scratchDatabase(kind)
     const started = Date.now()
     try {
-      const result = await runKillCampaign({ seed, kills, dataDir, databaseUrl: database.databaseUrl, maxRunMs: Number(values['run-ms'] ?? 2000), log: (line) => process.stderr.write(`  ${line}\n`) })
+      const budgetMs = values['budget-s'] === undefined ? undefined : Number(values['budget-s']) * 1000
+      const result = await runKillCampaign({ seed, kills, budgetMs, dataDir, databaseUrl: database.databaseUrl, maxRunMs: Number(values['run-ms'] ?? 2000), log: (line) => process.stderr.write(`  ${line}\n`) })
       const sorted = [...result.restartMs].sort((a, b) => a - b)
-      console.log(`[${kind}] seed ${seed}: ${kills} kills in ${Math.round((Date.now() - started) / 1000)} s; restart p50 ${sorted[Math.floor(sorted.length / 2)]} ms, max ${sorted.at(-1)} ms`)
+      console.log(`[${kind}] seed ${seed}: ${result.kills} of ${kills} kills in ${Math.round((Date.now() - started) / 1000)} s; restart p50 ${sorted[Math.floor(sorted.length / 2)]} ms, max ${sorted.at(-1)} ms`)
       console.log(`  written (2xx): ${JSON.stringify(result.counts)}`)
       console.log(result.findings.length ? `  ${result.findings.length} findings:\n${result.findings.map((f) => `    ${f}`).join('\n')}` : '  no invariant broken')
       if (result.jobFailures.length) console.log(`  ${result.jobFailures.length} background job failures:\n${result.jobFailures.map((f) => `    ${f}`).join('\n')}`)

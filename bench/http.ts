@@ -5,6 +5,7 @@
  *   node dist/bench/http.js [--duration 10] [--warmup 2] [--connections 20] [--rounds 1]
  *                           [--only mamkit,pg] [--json]
  *                           [--profile DIR]   # --cpu-prof of the mamkit servers into DIR
+ *                           [--baseline OTHER/dist/bench/http.js]   # every mamkit target also served by another build, interleaved
  *
  * Every target runs in a process of its own (the load generator, autocannon, stays in this one)
  * and is loaded one after the other (with --rounds N, N times in turn; medians are reported): a bare node:http hello-JSON handler, bare Koa + @koa/router, mamkit on
@@ -36,6 +37,8 @@ interface Target {
   token?: string
   dataDir?: string
   databaseUrl?: string
+  /** served by another build's bench/http.js (`--baseline`) */
+  script?: string
   /** started with --cpu-prof into this folder */
   profileDir?: string
 }
@@ -164,7 +167,7 @@ function cpuOf(child: ChildProcess): Promise<number> {
 function startChild(target: Target): Promise<{ child: ChildProcess; port: number }> {
   const execArgv = ['--enable-source-maps']
   if (target.profileDir) execArgv.push('--cpu-prof', `--cpu-prof-dir=${target.profileDir}`, `--cpu-prof-name=${target.name.replace(/[^\w.-]+/g, '_')}.cpuprofile`)
-  const child = fork(HERE, ['--serve', JSON.stringify(target)], { execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  const child = fork(target.script ?? HERE, ['--serve', JSON.stringify(target)], { execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
   return new Promise((resolve, reject) => {
     child.once('message', (m: { port: number }) => resolve({ child, port: m.port }))
     child.once('exit', (code) => reject(new Error(`${target.name}: server exited (${code}) before listening`)))
@@ -300,6 +303,7 @@ async function main() {
       rounds: { type: 'string', default: process.env.BENCH_ROUNDS ?? '1' },
       only: { type: 'string' },
       profile: { type: 'string' },
+      baseline: { type: 'string' },
       json: { type: 'boolean' },
     },
   })
@@ -342,6 +346,11 @@ async function main() {
 
     const only = values.only?.split(',').filter(Boolean)
     const selected = only ? targets.filter((t) => t.kind === 'node-http' || t.kind === 'koa' || only.some((o) => t.name.includes(o))) : targets
+    if (values.baseline) {
+      // the same mamkit targets served by another build (its compiled bench/http.js) on the same data, interleaved with these
+      const script = path.resolve(values.baseline)
+      for (const t of selected.filter((x) => x.kind === 'mamkit')) selected.splice(selected.indexOf(t), 0, { ...t, name: `${t.name} (baseline)`, script, profileDir: undefined })
+    }
     // every server stays up for the whole run; rounds interleave the targets so that a change in
     // the machine's load (a shared box) weighs on all of them alike
     const running: Array<{ target: Target; child: ChildProcess; port: number }> = []

@@ -17,6 +17,7 @@ import path from 'node:path'
 import { promisify } from 'node:util'
 import { openInside } from '../core/storage/paths.js'
 import { MediaTools } from '../core/media/tools.js'
+import { coreServices, type ServiceRef } from '../core/index.js'
 import { withOriginal } from '../plugins/assets/originals.js'
 
 const run = promisify(execFile)
@@ -37,7 +38,9 @@ async function main() {
       await writeFile(path.join(root, relative), 'x'.repeat(1024))
       relatives.push(relative)
     }
-    const ctx = { resolve: (name: string): any => (name === 'config' ? { dataDir: path.join(dir, 'data') } : { pathOf: () => root }) }
+    // a context that resolves services by ref, as requests and jobs do: the core config, and the
+    // projects service's pathOf (the only other service openOriginal asks for)
+    const ctx = { resolve: (ref: ServiceRef<unknown>): any => (ref === coreServices.config ? { dataDir: path.join(dir, 'data') } : { pathOf: () => root }) }
     const perFile = async (label: string, each: (relative: string, i: number) => Promise<unknown>) => {
       for (const r of relatives.slice(0, 100)) await each(r, 0) // warm up
       const t0 = performance.now()

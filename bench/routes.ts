@@ -93,7 +93,7 @@ async function rawDb(spec: ServerSpec): Promise<RawDb> {
 
 /** the raw endpoints: route pattern → handler answering the same JSON as mamkit's route */
 async function rawRoutes(db: RawDb, storageRoot: string, templatesRoot: string) {
-  const { column } = await import('../core/db/rows.js')
+  const { column, pageTotal } = await import('../core/db/rows.js')
   const { ASSET_COLUMNS, serializeAsset, viewOfRow } = await import('../plugins/assets/asset-json.js')
   const { serializeJob } = await import('../core/system/status-routes.js')
   const { normalise } = await import('../core/jobs/queue.js')
@@ -207,7 +207,8 @@ async function rawRoutes(db: RawDb, storageRoot: string, templatesRoot: string) 
       const where = who.admin ? 'p.deleted = false' : `p.deleted = false and ${READABLE_IDS}`
       const args = who.admin ? [] : [who.id]
       const rows = await db.all(`select ${PROJECT_COLUMNS} from projects p where ${where} order by p.name, p.id limit ? offset ?`, [...args, perPage, (page - 1) * perPage])
-      const [{ total }] = await db.all(`select count(*) as total from projects p where ${where}`, args)
+      // as mamkit (pageTotal): a page that is not full tells the count
+      const total = await pageTotal((page - 1) * perPage, perPage, rows.length, async () => Number((await db.all(`select count(*) as total from projects p where ${where}`, args))[0].total))
       headers['X-Total-Count'] = String(total)
       const holders = await holdersOf(rows.map((r) => Number(r.id)))
       return { projects: rows.map((r) => projectJson(r, who.admin, holders)) }
@@ -232,7 +233,6 @@ async function rawRoutes(db: RawDb, storageRoot: string, templatesRoot: string) 
         where += ' and (folder = ? or substr(folder, 1, ?) = ?)'
         args.push(folder, [...folder].length + 1, `${folder}/`)
       }
-      const [{ total }] = await db.all(`select count(*) as total from assets where ${where}`, args)
       const after = q.get('after')
       let page = `select ${ASSET_COLUMNS.join(', ')} from assets where ${where}`
       const pageArgs = [...args]
@@ -243,7 +243,9 @@ async function rawRoutes(db: RawDb, storageRoot: string, templatesRoot: string) 
       }
       page += ' order by folder, name limit 100'
       const found = await db.all(page, pageArgs)
-      headers['X-Total-Count'] = String(total)
+      // as mamkit: a keyset page is not counted, a first page that is not full tells its count
+      const count = async () => Number((await db.all(`select count(*) as total from assets where ${where}`, args))[0].total)
+      if (!after) headers['X-Total-Count'] = String(await pageTotal(0, 100, found.length, count))
       const owner = { id: Number(project.id), name: project.name }
       return { assets: found.map((r) => serializeAsset(viewOfRow(r, owner))) }
     },
@@ -618,7 +620,8 @@ async function main() {
             const rawText = await rawProbe.text()
             if (rawProbe.status !== 200) row.same = `raw ${rawProbe.status}: ${rawText.slice(0, 200)}`
             else {
-              const diff = firstDifference(JSON.parse(text), JSON.parse(rawText))
+              const [count, rawCount] = [probe.headers.get('x-total-count'), rawProbe.headers.get('x-total-count')]
+              const diff = firstDifference(JSON.parse(text), JSON.parse(rawText)) ?? (count === rawCount ? undefined : `X-Total-Count: ${count} vs ${rawCount}`)
               row.same = diff === undefined ? true : diff
               const r = await load(server, c.raw, rawHeaders, options)
               Object.assign(row, { rawCpu: r.cpu, rawRps: r.result.requests.average, ratio: r.cpu / m.cpu })

@@ -6,23 +6,26 @@
  * storages (`POST /projects/tier`) vs `cp -r` + `sync`. And the process's RSS, sampled every
  * 100 ms, while a large project is archived and restored (the server runs in this process).
  *
- *   npx tsc -p . && node dist/bench/strategies.js [--mib 256] [--small 10000] [--large-gib 10] [--only disk,small,s3,tier,rss]
+ *   npx tsc -p . && node dist/bench/strategies.js [--mib 256] [--small 10000] [--large-gib 10] [--only disk,small,s3,tier,rss] [--copy-threads N]
  *
  * `--large-gib 0` leaves the RSS run out; it needs twice that much free disk below the temp dir.
  */
 import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { createReadStream } from 'node:fs'
+import { createReadStream, readFileSync } from 'node:fs'
 import { mkdir, mkdtemp, open, readdir, rm, writeFile } from 'node:fs/promises'
 import { loadavg, tmpdir } from 'node:os'
 import path from 'node:path'
 import { parseArgs } from 'node:util'
+import { performance } from 'node:perf_hooks'
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3'
 import { Upload } from '@aws-sdk/lib-storage'
 import { startTestServer, type TestServer } from '../core/testing/index.js'
 import { startRgw } from '../test/helpers/rgw.js'
 
-const { values } = parseArgs({ options: { mib: { type: 'string', default: '256' }, small: { type: 'string', default: '10000' }, 'large-gib': { type: 'string', default: '10' }, only: { type: 'string', default: 'disk,small,s3,tier,rss' } } })
+const { values } = parseArgs({ options: { mib: { type: 'string', default: '256' }, small: { type: 'string', default: '10000' }, 'large-gib': { type: 'string', default: '10' }, only: { type: 'string', default: 'disk,small,s3,tier,rss' }, 'copy-threads': { type: 'string' } } })
+/** the strategies plugin's `copyThreads` (0: hashing in the event loop's thread, as before the Copier); default one per core */
+const THREADS = values['copy-threads'] === undefined ? undefined : Number(values['copy-threads'])
 const MIB = Number(values.mib)
 const SMALL = Number(values.small)
 const LARGE_GIB = Number(values['large-gib'])
@@ -88,12 +91,25 @@ async function timeArchive(s: TestServer, id: number, strategy: number, directio
 }
 const timeline = (stages: Map<string, number>) => [...stages].map(([k, ms]) => `${k} ${(ms / 1000).toFixed(1)} s`).join(', ')
 
-/** `cp -r` + `sync` of a tree into `into` (removed after) */
-function timeCp(from: string, into: string) {
+/** CPU time (user + system, ms) of this process's waited-for children: cutime + cstime of /proc/self/stat, in ticks of 10 ms */
+function childCpuMs() {
+  const fields = readFileSync('/proc/self/stat', 'utf8').replace(/^.*\) /, '').split(' ')
+  return (Number(fields[13]) + Number(fields[14])) * 10
+}
+/** CPU time (user + system, ms) of this process (the server, its worker threads, the bench) */
+const ownCpuMs = () => {
+  const u = process.cpuUsage()
+  return (u.user + u.system) / 1000
+}
+
+/** `cp -r` + `sync` of a tree into `into` (removed after); `cpu` collects the CPU time of cp and sync */
+function timeCp(from: string, into: string, cpu?: { ms: number }) {
+  const c0 = childCpuMs()
   const t0 = performance.now()
   execFileSync('cp', ['-r', from, into])
   execFileSync('sync')
   const ms = performance.now() - t0
+  if (cpu) cpu.ms = childCpuMs() - c0
   execFileSync('rm', ['-rf', into])
   return ms
 }
@@ -125,7 +141,7 @@ const mb = (n: number) => `${(n / 1048576).toFixed(0)} MiB`
 
 const targets = await mkdtemp(path.join(tmpdir(), 'mamkit-bench-targets-'))
 const slow = await mkdtemp(path.join(tmpdir(), 'mamkit-bench-slow-'))
-const s = await startTestServer({ config: { logLevel: 'silent', plugins: { strategies: { roots: [targets] }, storage: { storages: { slow } } } } })
+const s = await startTestServer({ config: { logLevel: 'silent', plugins: { strategies: { roots: [targets], ...(THREADS === undefined ? {} : { copyThreads: THREADS }) }, storage: { storages: { slow } } } } })
 console.log(`load average at start: ${load()}`)
 try {
   const bytes = MIB * 1048576
@@ -138,15 +154,22 @@ try {
 
   if (ONLY.has('disk')) {
     const sized = await strategy('disk, size check', path.join(targets, 'disk-size'), undefined, 'size')
-    const cpBefore = timeCp(p.root, path.join(targets, 'cp'))
-    const archiveMs = await timeArchive(s, p.id, disk, 'archive')
+    const cpCpu = { ms: 0 }
+    const cpBefore = timeCp(p.root, path.join(targets, 'cp'), cpCpu)
+    const stages = new Map<string, number>()
+    const c0 = ownCpuMs()
+    const elu0 = performance.eventLoopUtilization()
+    const archiveMs = await timeArchive(s, p.id, disk, 'archive', stages)
+    const archiveCpu = ownCpuMs() - c0
+    const archiveElu = performance.eventLoopUtilization(elu0)
     const restoreMs = await timeArchive(s, p.id, disk, 'unarchive')
-    const sizedMs = await timeArchive(s, p.id, sized, 'archive')
+    const sizedStages = new Map<string, number>()
+    const sizedMs = await timeArchive(s, p.id, sized, 'archive', sizedStages)
     await timeArchive(s, p.id, sized, 'unarchive')
     const cpMs = Math.min(cpBefore, timeCp(p.root, path.join(targets, 'cp')))
-    console.log(`disk, ${MIB} MiB in 4 files: cp -r + sync ${rate(bytes, cpMs)} (${rate(bytes, cpBefore)} before, the faster counts)`)
-    console.log(`  archive (one pass: hash while copying; batched fsync; fingerprint read-back; release) ${rate(bytes, archiveMs)} = ${ratio(cpMs, archiveMs)}`)
-    console.log(`  archive with transmission_check size (no read-back) ${rate(bytes, sizedMs)} = ${ratio(cpMs, sizedMs)}`)
+    console.log(`disk, ${MIB} MiB in 4 files: cp -r + sync ${rate(bytes, cpMs)} (${rate(bytes, cpBefore)} before, the faster counts); CPU time: cp + sync ${(cpCpu.ms / 1000).toFixed(2)} s, archive (whole process) ${(archiveCpu / 1000).toFixed(2)} s, event loop busy ${(archiveElu.active / 1000).toFixed(2)} s (copyThreads ${THREADS ?? 'default'})`)
+    console.log(`  archive (one pass: hash while copying; batched fsync; fingerprint read-back; release) ${rate(bytes, archiveMs)} = ${ratio(cpMs, archiveMs)} (${timeline(stages)})`)
+    console.log(`  archive with transmission_check size (no read-back) ${rate(bytes, sizedMs)} = ${ratio(cpMs, sizedMs)} (${timeline(sizedStages)})`)
     console.log(`  restore (copy, hash, batched fsync, link) ${rate(bytes, restoreMs)} = ${ratio(cpMs, restoreMs)}`)
     console.log(`  load average: ${load()}`)
   }

@@ -2,6 +2,9 @@ import type { Server } from 'node:http'
 import { asFunction, asValue, createContainer, InjectionMode, type AwilixContainer } from 'awilix'
 import type Koa from 'koa'
 import pino, { type Logger } from 'pino'
+// loaded eagerly, not in listen() with PostgreSQL only: test/core/jobs.test.ts's hand-back in a
+// completion batch (queue.settleMany on PostgreSQL) failed when 'pg' was first imported later;
+// cause not found yet, the ~0.2 s it would save a SQLite start-up is left
 import pg from 'pg'
 import { resolveConfig, type MamConfig, type MamConfigInput } from './config.js'
 import { EventBus } from './events.js'
@@ -63,6 +66,18 @@ function droppingWhenBroken(stream: NodeJS.WriteStream): { write(line: string): 
   return { write: (line) => void (broken || stream.destroyed || stream.write(line)) }
 }
 
+/** milliseconds since the previous call, by the name given to each step; `all()` lists them */
+function phaseClock(): ((name: string) => void) & { all(): Record<string, number> } {
+  const phases: Record<string, number> = {}
+  let last = performance.now()
+  const mark = (name: string) => {
+    const now = performance.now()
+    phases[name] = Math.round(now - last)
+    last = now
+  }
+  return Object.assign(mark, { all: () => phases })
+}
+
 /** Registers every plugin without touching a database: enough to list routes or check a plugin. */
 export async function describePlugins(options: RuntimeOptions = {}): Promise<{ config: MamConfig; loaded: LoadedPlugins }> {
   const config = resolveConfig(options.config)
@@ -94,8 +109,10 @@ export class MamRuntime {
   static async create(options: RuntimeOptions = {}): Promise<MamRuntime> {
     const config = resolveConfig(options.config)
     const log = options.logger ?? createLogger(config)
+    const step = phaseClock()
     const events = new EventBus()
     const loaded = await loadPlugins([corePlugin, ...(options.plugins ?? [])], { config, log, events })
+    step('plugins')
     const db = await openDatabase({
       dataDir: config.dataDir,
       databaseUrl: config.databaseUrl,
@@ -104,13 +121,16 @@ export class MamRuntime {
       log: log.child({ part: 'database' }),
     })
     faultSettings.retryAfterSeconds = config.database.retryAfterSeconds
+    step('database')
     try {
       if (options.migrate !== false) {
         const applied = await migrate(db, loaded.plugins.map((p) => ({ plugin: p.name, migrations: p.migrations ?? [] })))
         if (applied.length) log.info({ applied }, 'migrations applied')
       }
+      step('migrations')
       const features = new FeatureService(db.knex, loaded.plugins, events)
       await features.sync()
+      step('features')
       const queue = new JobQueue(db.knex, db.dialect, events, { maxAttempts: config.jobs.maxAttempts })
       for (const job of loaded.jobs.values()) if (job.recurring) queue.recurring.set(job.type, { ...job.recurring, kind: job.kind ?? 'generic', maxAttempts: job.maxAttempts })
       const jobs = new JobService(queue, loaded.jobs)
@@ -160,6 +180,7 @@ export class MamRuntime {
       container.register({ [coreServices.em.id]: fork, em: asFunction((c: any) => c[coreServices.em.id]).scoped(), orm: asValue(db.orm) })
       registerPluginServices(container, loaded)
       loaded.resolveRoot = (id) => container.resolve(id)
+      step('services')
       for (const phase of ['start', 'started'] as const) {
         for (const plugin of loaded.plugins) {
           if (!plugin[phase]) continue
@@ -173,6 +194,7 @@ export class MamRuntime {
           await plugin[phase]!({ resolve: resolve as any, config, log: log.child({ plugin: plugin.name }) })
         }
       }
+      step('plugin start')
       // what a killed process was receiving when it died; newer files may be another process's uploads in progress
       await removeStaleUploads(uploadDirOf(config), Date.now() - process.uptime() * 1000)
       const app = buildHttpApp({
@@ -185,10 +207,14 @@ export class MamRuntime {
         credentials: loaded.credentials,
         observers: container.resolve<RequestObservers>(coreServices.requests.id),
       })
+      step('http app')
       const runtime = new MamRuntime(config, log, events, loaded, db, container, features, jobs, runner, app)
       await outbox.resume() // events a stopped process had not handed out yet
       if (options.runJobs !== false) await runtime.startJobs()
       else if (db.dialect === 'postgresql') await runtime.listen() // credential revocations from other processes
+      step('jobs')
+      // where a start-up spends its time (a restart's cost is what a killed or upgraded server is away for)
+      log.info({ phasesMs: step.all() }, 'runtime started')
       return runtime
     } catch (err) {
       await db.close()

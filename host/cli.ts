@@ -25,6 +25,8 @@ let User: typeof EntitiesModule.User
 let createApiKey: typeof AccountsModule.createApiKey
 let createUser: typeof AccountsModule.createUser
 let checkPassword: typeof AccountsModule.checkPassword
+/** how long loading the server modules took (logged with the start-up time) */
+let modulesMs = 0
 
 async function loadServerModules() {
   const [host, plugins, runtime, httpApp, entities, accounts] = await Promise.all([
@@ -202,7 +204,8 @@ async function serve() {
   })
   const address = server.address()
   const port = typeof address === 'object' && address ? address.port : runtime.config.port
-  runtime.log.info({ url: `http://${runtime.config.host}:${port}${API_PREFIX}` }, `mamkit listening on http://${runtime.config.host}:${port}${API_PREFIX}`)
+  // startupMs: from the process's start, module loading included (what a restart costs)
+  runtime.log.info({ url: `http://${runtime.config.host}:${port}${API_PREFIX}`, startupMs: Math.round(process.uptime() * 1000), modulesMs }, `mamkit listening on http://${runtime.config.host}:${port}${API_PREFIX}`)
   let stopping = false
   const stop = async (signal: string) => {
     if (stopping) return
@@ -242,7 +245,9 @@ async function main() {
   if (!COMMANDS.has(name)) fail(`unknown command "${positionals.join(' ')}"`)
   // required options are checked before anything is loaded or opened
   for (const option of REQUIRED[name] ?? []) need(option)
+  const loading = performance.now()
   await loadServerModules()
+  modulesMs = Math.round(performance.now() - loading)
   switch (name) {
     case 'serve':
       return serve()

@@ -1,5 +1,6 @@
 import type { EntityManager } from '../db/orm.js'
 import { iso } from '../db/entity.js'
+import { column } from '../db/rows.js'
 import { conflict, invalidParam, notFound } from '../errors.js'
 import { ApiKey, AuthToken, Role, User } from './entities.js'
 import { formatCredential, hashPassword, newSecret } from './secrets.js'
@@ -71,6 +72,23 @@ export async function endLoginSessions(em: EntityManager, userId: number, keepTo
 /** What a user's JSON is made of: an entity, or a row read without the ORM (GET /session). */
 export type UserView = Pick<User, 'id' | 'username' | 'firstname' | 'lastname' | 'email' | 'createdAt' | 'updatedAt'> & { role: { id: number; name: string } }
 
+/** the columns `userViewOfRow` reads, from `users u join roles r on r.id = u.role_id` */
+export const USER_VIEW_COLUMNS = ['u.id', 'u.username', 'u.firstname', 'u.lastname', 'u.email', 'u.created_at', 'u.updated_at', 'r.id as role_id', 'r.name as role_name']
+
+/** a plain row of USER_VIEW_COLUMNS as a UserView (GET /session, GET /users: no entities) */
+export function userViewOfRow(row: Record<string, any>): UserView {
+  return {
+    id: Number(row.id),
+    username: row.username,
+    firstname: row.firstname,
+    lastname: row.lastname,
+    email: row.email,
+    role: { id: Number(row.role_id), name: row.role_name },
+    createdAt: column.date(row.created_at)!,
+    updatedAt: column.date(row.updated_at)!,
+  }
+}
+
 export function serializeUser(user: UserView) {
   return {
     id: user.id,
@@ -85,7 +103,10 @@ export function serializeUser(user: UserView) {
   }
 }
 
-export function serializeApiKey(key: ApiKey, secret?: string) {
+/** what an API key's JSON is made of: the entity, or a plain row (GET /users/:user_id/api_keys) */
+export type ApiKeyFields = Pick<ApiKey, 'id' | 'name' | 'lastUsedAt' | 'expiresAt' | 'createdAt' | 'updatedAt'> & { user: { id: number } }
+
+export function serializeApiKey(key: ApiKeyFields, secret?: string) {
   return {
     id: key.id,
     name: key.name,

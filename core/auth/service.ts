@@ -58,6 +58,8 @@ export class AuthService {
   private readonly credentials = new Map<string, Cached<VerifiedCredential>>()
   private readonly users = new Map<number, Cached<UserSnapshot>>()
   private readonly lastUsedWritten = new Map<string, number>()
+  /** per connection (a socket), the last credential it sent and its cache key */
+  private readonly lastDigest = new WeakMap<object, { raw: string; key: string }>()
   /** bumped by every invalidation: a lookup that started before one must not cache what it read */
   private generation = 0
 
@@ -77,14 +79,27 @@ export class AuthService {
    * path needs no `await` for it. Undefined when the database has to be asked (a credential not seen
    * or expired from the cache, a user snapshot expired): call `authenticate` then.
    */
-  authenticateCached(raw: string): Principal | undefined {
+  authenticateCached(raw: string, connection?: object): Principal | undefined {
     const now = Date.now()
-    const cred = this.credentials.get(cacheKeyOf(raw))
+    const cred = this.credentials.get(connection ? this.keyOnConnection(raw, connection) : cacheKeyOf(raw))
     if (!cred || cred.until < now) return undefined
     const hit = this.users.get(cred.value.userId)
     if (!hit || hit.until < now) return undefined
     this.touch(cred.value.kind, cred.value.id, now)
     return principalOf(hit.value, cred.value)
+  }
+
+  /**
+   * The cache key (a digest) of a credential sent on a connection: a keep-alive client sends the
+   * same one with every request, so the last digest is kept with the connection (while it is open)
+   * instead of hashing again; a sha256 was ~2 % of a request that reads nothing.
+   */
+  private keyOnConnection(raw: string, connection: object): string {
+    const last = this.lastDigest.get(connection)
+    if (last !== undefined && last.raw === raw) return last.key
+    const key = cacheKeyOf(raw)
+    this.lastDigest.set(connection, { raw, key })
+    return key
   }
 
   async authenticate(raw: string): Promise<Principal | null> {

@@ -1,7 +1,5 @@
 import path from 'node:path'
 import { MikroORM, ReferenceKind, type EntitySchema, type MetadataStorage, type Options } from '@mikro-orm/core'
-import { BetterSqliteDriver } from '@mikro-orm/better-sqlite'
-import { PostgreSqlDriver } from '@mikro-orm/postgresql'
 import type { EntityManager as SqlEntityManager } from '@mikro-orm/knex'
 import type { Knex } from '@mikro-orm/knex'
 import { FROM_DATABASE } from '../errors.js'
@@ -45,6 +43,7 @@ export const TABLES_WITHOUT_ENTITY = [
   // the search index, written by triggers (plugins/search/migrations.ts): FTS5 and tsvector have no entity form
   'search_properties',
   'search_documents',
+  'search_dirty', // documents a bulk value change left for the sweeper (plugins/search/sweep.ts), PostgreSQL only
   'search_fts',
   'search_fts_data',
   'search_fts_idx',
@@ -195,11 +194,13 @@ export async function openDatabase(options: {
       log: { warn: quietly(options.log), error: quietly(options.log), deprecate: () => {}, debug: () => {} },
     },
   }
+  // only the driver in use is loaded: the other one (PostgreSQL's is ~0.7 s of module loading on
+  // a loaded machine) made every start-up and restart slower (issue 19)
   const orm =
     dialect === 'sqlite'
       ? await MikroORM.init({
           ...common,
-          driver: BetterSqliteDriver,
+          driver: (await import('@mikro-orm/better-sqlite')).BetterSqliteDriver,
           dbName: sqliteFile(options.dataDir, options.databaseUrl),
           // one connection: SQLite serialises writers anyway, and pragmas stay put
           pool: {
@@ -220,7 +221,7 @@ export async function openDatabase(options: {
         })
       : await MikroORM.init({
           ...common,
-          driver: PostgreSqlDriver,
+          driver: (await import('@mikro-orm/postgresql')).PostgreSqlDriver,
           clientUrl: options.databaseUrl,
           pool: { min: 0, max: 10 },
           driverOptions: {

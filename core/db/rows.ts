@@ -91,3 +91,46 @@ function idleSqliteConnection(client: any): object | undefined {
   if (!pool || pool.numUsed() !== 0 || pool.numPendingAcquires() !== 0 || pool.numPendingCreates() !== 0) return undefined
   return pool.free[0]?.resource
 }
+
+/** the most values one `preparedReadIn` statement binds: longer lists run as several */
+const IN_LIST_MAX = 512
+
+/**
+ * `preparedRead` for `… in (<list>)` over a list of values whose length varies per call (a page's
+ * project ids: the bulk decorators of project JSON). Building such a query with knex on every call
+ * cost more than running it (route sweep, `GET /projects`); one prepared text per list length
+ * would grow without bound. So the list is padded to the next power of two by repeating its last
+ * value (a repeated value in `in (…)` matches nothing twice): at most ten statements, each
+ * prepared once per connection. `sql` gets the placeholders (`?, ?, ?`) and must read only.
+ */
+export function preparedReadIn<R = Row>(knex: { client: any }, sql: (placeholders: string) => string): (values: readonly unknown[]) => Promise<R[]> {
+  const bySize = new Map<number, PreparedRead<R>>()
+  const statement = (size: number) => {
+    let read = bySize.get(size)
+    if (!read) bySize.set(size, (read = preparedRead<R>(knex, sql(Array(size).fill('?').join(', ')))))
+    return read
+  }
+  const chunk = (values: readonly unknown[]) => {
+    let size = 1
+    while (size < values.length) size *= 2
+    const padded = values.length === size ? values : [...values, ...Array(size - values.length).fill(values[values.length - 1])]
+    return statement(size)(padded)
+  }
+  return async (values) => {
+    if (!values.length) return []
+    if (values.length <= IN_LIST_MAX) return chunk(values)
+    const rows: R[] = []
+    for (let i = 0; i < values.length; i += IN_LIST_MAX) rows.push(...(await chunk(values.slice(i, i + IN_LIST_MAX))))
+    return rows
+  }
+}
+
+/**
+ * The number of all matches of an OFFSET-paged list: a page that is not full ends the list, so its
+ * offset plus its rows is the count, without the `count(*)` (`count`) that would read every match's
+ * index entry again. Only a full page, or one past the end, needs the query.
+ */
+export function pageTotal(offset: number, perPage: number, found: number, count: () => Promise<number>): Promise<number> {
+  if (found < perPage && (found > 0 || offset === 0)) return Promise.resolve(offset + found)
+  return count()
+}

@@ -50,7 +50,7 @@ export function coreCredentialResolver(auth: AuthService): CredentialResolver {
       const param = query.auth_token ?? (body && typeof body === 'object' ? (body as Record<string, unknown>).auth_token : undefined)
       return typeof param === 'string' && isCoreCredential(param) ? param : undefined
     },
-    cached: (raw) => auth.authenticateCached(raw),
+    cached: (raw, ctx) => auth.authenticateCached(raw, ctx.req.socket),
     resolve: (raw) => auth.authenticate(raw),
   }
 }

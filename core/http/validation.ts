@@ -21,8 +21,26 @@ export interface CompiledSchema {
   hasArrays: boolean
 }
 
+/**
+ * The schema is checked against Ajv's meta-schema at once (a bad schema still stops the boot with
+ * SCHEMA_INVALID), but its two validators are generated on first use: compiling every route's,
+ * job's and event's schemas at boot was a quarter of a server's start-up (issue 19: restarts of
+ * the kill campaign), and most routes of a process that restarts are never called before it ends.
+ */
 export function compileSchema(schema: TSchema): CompiledSchema {
-  return { schema, coercing: coercing.compile(schema), strict: strict.compile(schema), hasArrays: JSON.stringify(schema).includes('"array"') }
+  if (!strict.validateSchema(schema)) throw new Error(`schema is invalid: ${strict.errorsText(strict.errors)}`)
+  let forCoercing: ValidateFunction | undefined
+  let forStrict: ValidateFunction | undefined
+  return {
+    schema,
+    get coercing() {
+      return (forCoercing ??= coercing.compile(schema))
+    },
+    get strict() {
+      return (forStrict ??= strict.compile(schema))
+    },
+    hasArrays: JSON.stringify(schema).includes('"array"'),
+  }
 }
 
 /** Validates in place (defaults and coercions are applied to `data`); throws a 422 naming each parameter. */
@@ -33,13 +51,10 @@ export function validate(compiled: CompiledSchema, data: unknown, typed: boolean
 
 /** Like `validate`, but returns the errors so a caller can add its own checks before answering. */
 export function check(compiled: CompiledSchema, data: unknown, typed: boolean, prefix = ''): ParamError[] {
-  let fn = compiled.coercing
-  if (typed) {
-    normaliseBooleans(compiled.schema, data)
-    fn = compiled.strict
-  } else if (compiled.hasArrays) {
-    scalarsToArrays(compiled.schema, data)
-  }
+  if (typed) normaliseBooleans(compiled.schema, data)
+  else if (compiled.hasArrays) scalarsToArrays(compiled.schema, data)
+  // (the validator of the other mode is not generated unless it is needed)
+  const fn = typed ? compiled.strict : compiled.coercing
   return fn(data) ? [] : paramErrors(fn.errors ?? [], prefix)
 }
 

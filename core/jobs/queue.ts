@@ -40,15 +40,16 @@ export class JobQueue {
   }
 
   async enqueue(type: string, kind: JobKind, payload: unknown, options: EnqueueOptions = {}): Promise<JobRow> {
-    const [row] = await this.enqueueMany([{ type, kind, payload, options }])
+    const [row] = await this.enqueueMany([{ type, kind, payload, options }], options.trx)
     return row
   }
 
   /**
    * Many jobs in one INSERT per 500 (one NOTIFY, one wake-up): registering a thousand files must
-   * not cost a thousand round trips before the first analysis can start.
+   * not cost a thousand round trips before the first analysis can start. Written with `db` when given
+   * (a transaction the jobs commit with).
    */
-  async enqueueMany(jobs: Array<{ type: string; kind: JobKind; payload: unknown; options?: EnqueueOptions }>): Promise<JobRow[]> {
+  async enqueueMany(jobs: Array<{ type: string; kind: JobKind; payload: unknown; options?: EnqueueOptions }>, db: Knex = this.knex): Promise<JobRow[]> {
     if (!jobs.length) return []
     const now = new Date()
     const rows = jobs.map(({ type, kind, payload, options = {} }) => ({
@@ -72,8 +73,8 @@ export class JobQueue {
       updated_at: now,
     }))
     const out: JobRow[] = []
-    for (let i = 0; i < rows.length; i += 500) out.push(...(await this.knex(JOBS_TABLE).insert(rows.slice(i, i + 500)).returning('*')).map(normalise))
-    await this.wakeRunners([...new Set(jobs.map((j) => j.type))])
+    for (let i = 0; i < rows.length; i += 500) out.push(...(await db(JOBS_TABLE).insert(rows.slice(i, i + 500)).returning('*')).map(normalise))
+    await this.wakeRunners([...new Set(jobs.map((j) => j.type))], db)
     return out
   }
 
@@ -97,13 +98,7 @@ export class JobQueue {
       cancel_requested: false, user_id: options.userId ?? null, project_id: null, edit_id: null, asset_id: null,
       success: 0, failure: 0, created_at: now, updated_at: now,
     })
-    // PostgreSQL delivers a NOTIFY at commit; this process hears it too. SQLite: wake once committed.
-    if (this.dialect === 'postgresql') await db.raw(`select pg_notify(?, ?)`, [NOTIFY_CHANNEL, type])
-    else {
-      const committed = (db as Knex & { executionPromise?: Promise<unknown> }).executionPromise
-      if (committed) committed.then(() => this.events.emit('jobs.enqueued', { type }), () => {})
-      else this.events.emit('jobs.enqueued', { type })
-    }
+    await this.wakeRunners([type], db)
   }
 
   /** queued jobs of these projects take a new priority (encoding_priority changed); running ones keep theirs */
@@ -309,9 +304,21 @@ export class JobQueue {
     else this.events.emit('jobs.control', topic)
   }
 
-  private async wakeRunners(types: string[]) {
-    for (const type of types) this.events.emit('jobs.enqueued', { type })
-    if (this.dialect === 'postgresql') await this.knex.raw(`select pg_notify(?, ?)`, [NOTIFY_CHANNEL, types.join(',')])
+  /**
+   * Wakes the runners for jobs written with `db`. PostgreSQL delivers a NOTIFY at commit (this process
+   * hears it too); on SQLite this process wakes once `db` committed (at once outside a transaction).
+   */
+  private async wakeRunners(types: string[], db: Knex = this.knex) {
+    const wake = () => {
+      for (const type of types) this.events.emit('jobs.enqueued', { type })
+    }
+    if (db === this.knex) wake()
+    if (this.dialect === 'postgresql') await db.raw(`select pg_notify(?, ?)`, [NOTIFY_CHANNEL, types.join(',')])
+    else if (db !== this.knex) {
+      const committed = (db as Knex & { executionPromise?: Promise<unknown> }).executionPromise
+      if (committed) committed.then(wake, () => {})
+      else wake()
+    }
   }
 
   /** Queued jobs end at once; running ones are asked to stop and end as cancelled when they do. */

@@ -402,7 +402,7 @@ export class JobRunner {
       signal: abort.signal,
       progress: (fraction) => (entry.progress.progress = Math.max(0, Math.min(1, fraction))),
       count: (success, failure) => Object.assign(entry.progress, { success, failure }),
-      runWorker: (file, task) => this.workerPool().run(task, { filename: fileURLToPath(file), signal: abort.signal }),
+      runWorker: (file, task, options) => this.workerPool().run(task, { filename: fileURLToPath(file), signal: options?.cooperative ? undefined : abort.signal }),
       get scope() {
         return scoped()
       },

@@ -50,11 +50,14 @@ export class JobService {
     return this.queue.enqueue(type, this.kindOf(type), payload, this.withLimit(type, options))
   }
 
-  /** many jobs in few statements (a batch of registered files, a project's assets); all are checked before any is written */
-  async enqueueMany(jobs: Array<{ type: JobType<unknown> | string; payload: unknown; options?: EnqueueOptions }>): Promise<JobRow[]> {
+  /**
+   * many jobs in few statements (a batch of registered files, a project's assets); all are checked
+   * before any is written. `within.trx`: written in that transaction, as `EnqueueOptions.trx`.
+   */
+  async enqueueMany(jobs: Array<{ type: JobType<unknown> | string; payload: unknown; options?: Omit<EnqueueOptions, 'trx'> }>, within: { trx?: Knex } = {}): Promise<JobRow[]> {
     const list = jobs.map((j) => ({ ...j, type: jobTypeName(j.type) }))
     for (const j of list) this.checkPayload(j.type, j.payload)
-    return this.queue.enqueueMany(list.map((j) => ({ type: j.type, kind: this.kindOf(j.type), payload: j.payload, options: this.withLimit(j.type, j.options) })))
+    return this.queue.enqueueMany(list.map((j) => ({ type: j.type, kind: this.kindOf(j.type), payload: j.payload, options: this.withLimit(j.type, j.options) })), within.trx)
   }
 
   private checkPayload(type: string, payload: unknown) {

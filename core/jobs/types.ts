@@ -1,6 +1,6 @@
 import type { AwilixContainer } from 'awilix'
 import type { Logger } from 'pino'
-import type { EntityManager } from '../db/orm.js'
+import type { EntityManager, Knex } from '../db/orm.js'
 import type { ServiceRef } from '../plugin/services.js'
 
 export type JobState = 'queued' | 'running' | 'finished' | 'failed' | 'cancelled'
@@ -19,8 +19,14 @@ export interface JobContext<P = unknown> {
   progress(fraction: number): void
   /** counts shown by the asset status endpoints */
   count(success: number, failure: number): void
-  /** runs a CPU-bound function in a piscina worker thread; pass file paths, never file contents */
-  runWorker<T = unknown>(file: URL, task: unknown): Promise<T>
+  /**
+   * Runs a CPU-bound function in a piscina worker thread; pass file paths, never file contents.
+   * A cancellation (or a shutdown) ends the task by ending its thread: the promise rejects at once,
+   * while reads the thread had started may still run. A task that reads a descriptor the job closes
+   * afterwards passes `{ cooperative: true }`: it is not ended from outside, it watches the job's
+   * cancellation itself (`stopFlagOf(ctx.signal)`, a shared flag) and settles once its reads did, so the job closes nothing in use.
+   */
+  runWorker<T = unknown>(file: URL, task: unknown, options?: { cooperative?: boolean }): Promise<T>
   /** job-scoped DI container with its own EntityManager */
   scope: AwilixContainer
   em: EntityManager
@@ -60,6 +66,11 @@ export interface EnqueueOptions {
   projectId?: number | null
   editId?: number | null
   assetId?: number | null
+  /**
+   * written in this transaction: the job exists only if it commits, and runners wake at the commit.
+   * For a job that must follow a change (a refresh of what the change touched), queued atomically with it.
+   */
+  trx?: Knex
 }
 
 export interface JobRow {

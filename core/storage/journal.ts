@@ -44,6 +44,13 @@ export class StorageJournal {
   private readonly repairs = new Map<string, JournalRepair<any>>()
   private sweeper?: NodeJS.Timeout
   private sweeping?: Promise<number>
+  /**
+   * This process's operations and repairs still running (their leases are renewed). An entry of this process
+   * that is not among them was left behind by an operation that finished without ending it (an
+   * upload whose rows committed while the full disk refused the entry's deletion): it is repaired
+   * like a dead process's, instead of waiting for a restart while it holds its scope.
+   */
+  private readonly live = new Set<number>()
 
   constructor(
     private readonly knex: Knex,
@@ -82,12 +89,14 @@ export class StorageJournal {
   async run<P, T>(kind: string, payload: P, options: RunOptions, work: (entry: JournalEntry<P>) => Promise<T>): Promise<T> {
     const entry = await this.begin(kind, payload, options)
     const stop = this.keepAlive(entry.id)
+    this.live.add(entry.id)
     try {
       return await work(entry)
     } catch (err) {
       await this.repairNow(entry)
       throw err
     } finally {
+      this.live.delete(entry.id)
       stop()
     }
   }
@@ -127,26 +136,31 @@ export class StorageJournal {
   }
 
   private async sweep(): Promise<number> {
-    // this process's own operations are alive while it is (a stalled event loop can let their leases lapse)
-    const lapsed = await this.knex(TABLE).where('lease_until', '<', new Date()).whereNot({ owner: this.owner }).whereIn('kind', [...this.repairs.keys()]).orderBy('id').limit(100)
+    // this process's running operations are alive while it is (a stalled event loop can let their leases lapse)
+    const lapsed = await this.knex(TABLE).where('lease_until', '<', new Date()).whereIn('kind', [...this.repairs.keys()]).orderBy('id').limit(100)
     let repaired = 0
-    for (const row of lapsed) if (await this.takeOverAndRepair(row)) repaired++
+    for (const row of lapsed) if (this.leftBehind(row) && (await this.takeOverAndRepair(row))) repaired++
     return repaired
+  }
+
+  /** an entry of another process, or one of this process's that no running operation holds */
+  private leftBehind(row: Record<string, any>): boolean {
+    return row.owner !== this.owner || !this.live.has(Number(row.id))
   }
 
   /** repairs an entry whose lease lapsed, unless another process takes it over first; true when repaired here */
   private async takeOverAndRepair(row: Record<string, any>): Promise<boolean> {
     const repair = this.repairs.get(row.kind)
-    if (!repair) return false
+    if (!repair || !this.leftBehind(row)) return false
     const taken = await this.knex(TABLE)
-      .where({ id: row.id })
-      .whereNot({ owner: this.owner })
+      .where({ id: row.id, owner: row.owner }) // fenced: another process that took it over first changed the owner
       .where('lease_until', '<', new Date())
       .update({ owner: this.owner, lease_until: this.leaseEnd(), updated_at: new Date() })
     if (taken !== 1) return false
     const entry = toEntry(row)
     this.log.warn({ kind: entry.kind, id: entry.id, scope: entry.scope }, 'repairing a file operation that a crash cut short')
     const stop = this.keepAlive(entry.id)
+    this.live.add(entry.id) // a repair running here is a running operation too
     try {
       await repair(entry)
       return true
@@ -155,6 +169,7 @@ export class StorageJournal {
       this.log.error({ err, kind: entry.kind, id: entry.id }, 'repairing a file operation failed')
       return false
     } finally {
+      this.live.delete(entry.id)
       stop()
     }
   }
@@ -202,7 +217,7 @@ export class StorageJournal {
           throw err
         })
       if (!(outcome instanceof ScopeHeld)) return { id: outcome, kind, scope, payload, createdAt: now }
-      const dead = outcome.holders.filter((h) => toEntry(h).leaseUntil < Date.now() && h.owner !== this.owner)
+      const dead = outcome.holders.filter((h) => toEntry(h).leaseUntil < Date.now() && this.leftBehind(h))
       let repaired = false
       for (const h of dead) repaired = (await this.takeOverAndRepair(h)) || repaired
       if (repaired) continue

@@ -3,8 +3,8 @@ import type { RegisterApi } from '../plugin/contract.js'
 import type { MamContext } from '../http/context.js'
 import type { Principal } from '../auth/principal.js'
 import { AuthToken, User } from '../auth/entities.js'
-import { createAuthToken, type UserView } from '../auth/accounts.js'
-import { column, preparedRead, type PreparedRead } from '../db/rows.js'
+import { createAuthToken, userViewOfRow, USER_VIEW_COLUMNS } from '../auth/accounts.js'
+import { preparedRead, type PreparedRead } from '../db/rows.js'
 import { coreServices } from '../plugin/services.js'
 import { verifyPassword } from '../auth/secrets.js'
 import { MamError, unauthenticated } from '../errors.js'
@@ -60,7 +60,7 @@ export function registerSessionRoutes({ routes, config, events }: RegisterApi) {
 
 /** the signed-in user's row with its role, prepared once per knex (GET /session is polled) */
 const userRows = new WeakMap<object, PreparedRead>()
-const USER_ROW = 'select u.id, u.username, u.firstname, u.lastname, u.email, u.created_at, u.updated_at, r.id as role_id, r.name as role_name from users u join roles r on r.id = u.role_id where u.id = ?'
+const USER_ROW = `select ${USER_VIEW_COLUMNS.join(', ')} from users u join roles r on r.id = u.role_id where u.id = ?`
 
 export async function currentUser(ctx: MamContext<any, any, Principal>) {
   const knex = ctx.resolve(coreServices.knex)
@@ -69,17 +69,7 @@ export async function currentUser(ctx: MamContext<any, any, Principal>) {
   const [row] = await read([ctx.user.userId])
   // deleted meanwhile, by a process whose notice has not arrived yet
   if (!row) throw unauthenticated('The signed-in user no longer exists')
-  const user: UserView = {
-    id: Number(row.id),
-    username: row.username,
-    firstname: row.firstname,
-    lastname: row.lastname,
-    email: row.email,
-    role: { id: Number(row.role_id), name: row.role_name },
-    createdAt: column.date(row.created_at)!,
-    updatedAt: column.date(row.updated_at)!,
-  }
-  return ctx.resolve(coreServices.userViews).one(() => ctx.em, user, ctx.user)
+  return ctx.resolve(coreServices.userViews).one(() => ctx.em, userViewOfRow(row), ctx.user)
 }
 
 async function revokeToken(ctx: MamContext<any, any, Principal>, id: number, events: EventBus) {

@@ -8,8 +8,7 @@ import { assetServices } from './refs.js'
 import { plainSize } from './proxy-crypto.js'
 import { lowresKind } from './proxy-routes.js'
 import { buildEditingProxy, type ProxySettings } from './proxies.js'
-import { HASH_WORKER } from './hash-jobs.js'
-import type { HashResult, HashTask } from './workers/hash.js'
+import { hashDescriptor } from './hash-jobs.js'
 import { zipLayout } from './zip-stream.js'
 
 const CLEANUP_EVERY_MS = 3600_000
@@ -30,7 +29,7 @@ function packageOriginal(ctx: JobContext, asset: Asset, state: AssetState): Prom
     const unchanged = asset.size === stats.size && asset.mtime?.getTime() === mtime.getTime()
     let crc32 = unchanged ? asset.crc32 : null
     if (!crc32) {
-      crc32 = (await ctx.runWorker<HashResult>(HASH_WORKER, { fd: handle.fd, sha256: false } satisfies HashTask)).crc32
+      crc32 = (await hashDescriptor(ctx, handle.fd, false)).crc32
       // the row describes this content: keep the CRC for the next download (rehash would write the same)
       if (unchanged) Object.assign(asset, { crc32, hashedAt: new Date() })
     }

@@ -1,10 +1,19 @@
-import type { JobRegistrar } from '../../core/index.js'
+import { stopFlagOf, type JobContext, type JobRegistrar } from '../../core/index.js'
 import { Asset } from './entities.js'
 import { withOriginal } from './originals.js'
 import type { HashResult, HashTask } from './workers/hash.js'
 
 export const HASH_WORKER = new URL('./workers/hash.js', import.meta.url)
 const MAX_ERRORS = 100
+
+/**
+ * Hashes a descriptor the job opened (and closes once this settles) in the worker pool. The task
+ * watches the job's cancellation through a shared flag instead of having its thread terminated:
+ * it settles only once no read of it is in flight, so closing the descriptor right after is safe.
+ */
+export function hashDescriptor(ctx: JobContext, fd: number, sha256: boolean): Promise<HashResult> {
+  return ctx.runWorker<HashResult>(HASH_WORKER, { fd, sha256, stop: stopFlagOf(ctx.signal) } satisfies HashTask, { cooperative: true })
+}
 
 export function defineHashJobs(jobs: JobRegistrar) {
   /** hashes a project's files, a few at a time in the piscina pool (one file per task) */
@@ -19,13 +28,15 @@ export function defineHashJobs(jobs: JobRegistrar) {
       // why files were not hashed (a file gone since the last reindex, one that leads outside the project), the first few
       const errors: Array<{ asset_id: number; error: string }> = []
       for (let lastId = 0; ; ) {
+        // a cancelled or stopped job ends here, what the pages before hashed kept; its tasks stopped reading already
+        if (ctx.signal.aborted) throw new Error('cancelled')
         const page = await ctx.em.find(Asset, { project: ctx.payload.projectId, online: true, id: { $gt: lastId } }, { populate: ['project'], orderBy: { id: 'asc' }, limit: 64 })
         if (!page.length) break
         // as many files in flight as the pool has threads; the pool queues the rest
         await Promise.all(
           page.map(async (asset) => {
             try {
-              const r = await withOriginal(ctx, asset, (original) => ctx.runWorker<HashResult>(HASH_WORKER, { fd: original.handle.fd, sha256: ctx.payload.sha256 } satisfies HashTask))
+              const r = await withOriginal(ctx, asset, (original) => hashDescriptor(ctx, original.handle.fd, ctx.payload.sha256))
               asset.crc32 = r.crc32
               if (r.sha256) asset.sha256 = r.sha256
               asset.hashedAt = new Date()

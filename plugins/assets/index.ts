@@ -24,13 +24,14 @@ import { Ingest } from './ingest.js'
 import { AssetDestroyer } from './destroy.js'
 import { PreparedDownloads } from './prepared.js'
 import { AssetSettings } from './settings.js'
+import { PropertyUses } from './properties.js'
 
 export { Asset } from './entities.js'
 export { AssetService } from './service.js'
 export type { ProxyStore } from './proxy-store.js'
 export { assetServices } from './refs.js'
 export type { PreparedDownloads } from './prepared.js'
-export { METADATA_PROPERTIES } from './properties.js'
+export { METADATA_PROPERTIES, type PropertyUse, type PropertyUses } from './properties.js'
 /** for plugins that serve an asset's files under their own access rules (galleries' guest links) */
 export { withOriginal, type Original } from './originals.js'
 export { sendProxy } from './proxy-routes.js'
@@ -55,6 +56,7 @@ export const assetsPlugin = definePlugin({
     api.provide(assetServices.destroyer, (r) => new AssetDestroyer(r(coreServices.knex), r(projectServices.storageJournal), r(projectServices.service)))
     api.provide(proxyStore, (r) => new ProxyStore(r(coreServices.config).dataDir, r(coreServices.config).secretKey))
     api.provide(assetServices.downloads, (r) => new PreparedDownloads(r(coreServices.jobs)))
+    api.provide(assetServices.propertyUses, () => new PropertyUses())
     registerAssetRoutes(api)
     registerProjectAssetRoutes(api)
     registerProxyRoutes(api)

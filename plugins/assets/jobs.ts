@@ -1,6 +1,6 @@
 import { lstat } from 'node:fs/promises'
 import path from 'node:path'
-import { coreServices, type JobRegistrar } from '../../core/index.js'
+import { coreServices, faultOf, type JobRegistrar } from '../../core/index.js'
 import { Project, projectScope, projectServices } from '../projects/index.js'
 import { Asset } from './entities.js'
 import { analyse } from './probe.js'
@@ -27,6 +27,14 @@ export function defineAssetJobs(jobs: JobRegistrar) {
         const ffprobe = (await tools.ready()).get('ffprobe') ? (args: string[]) => tools.run('ffprobe', args) : null
         result = await withOriginal(ctx, asset, async (original) => analyse(ffprobe, await original.toolPath(), asset.name))
       } catch (err) {
+        if (faultOf(err)) {
+          // a full disk or the database away (core/errors.ts) is handed back to run again later
+          // (core/jobs/runner.ts), as a proxy job's is: the asset waits for its analysis, nothing
+          // about the file failed. The write is best effort: with the database away it cannot be
+          // made, and the rerun sets the state anyway
+          await write({ analysisState: 'pending', analysisError: null }).catch(() => {})
+          throw err
+        }
         ctx.count(0, 1)
         // no proxy job is due without an analysis: clients polling proxy_state get a final answer
         await write({ analysisState: 'failed', analysisError: (err as Error).message, ...noProxy(`the analysis failed: ${(err as Error).message}`) })

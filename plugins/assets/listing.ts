@@ -1,5 +1,5 @@
 import path from 'node:path'
-import { preparedRead, type Knex, type PreparedRead } from '../../core/index.js'
+import { pageTotal, preparedRead, type Knex, type PreparedRead } from '../../core/index.js'
 import { ASSET_COLUMNS } from './asset-json.js'
 import { folderOf } from './files.js'
 
@@ -15,11 +15,13 @@ export interface AssetPageQuery {
   /** keyset paging: the rows after this relative path (cleaned); else `page` (1-based) by OFFSET */
   after?: string
   page?: number
+  /** count every match (`X-Total-Count`); the route asks for it on OFFSET pages and, with `total=true`, on keyset pages */
+  count: boolean
 }
 
 /**
- * One page of a project's assets and the count of all that match, as plain rows from two prepared
- * statements: the route sweep (bench/routes.ts) showed knex's query building and SQLite's
+ * One page of a project's assets and, when asked, the count of all that match, as plain rows from
+ * prepared statements: the route sweep (bench/routes.ts) showed knex's query building and SQLite's
  * preparing again on every request costing several times the queries themselves. Each shape of the
  * query (folder or recursive, filters, keyset or OFFSET) is its own SQL text, prepared once per
  * connection (`preparedRead`); there are 2 × 2 × 2 × 2 of them at most.
@@ -29,7 +31,7 @@ export class AssetListing {
 
   constructor(private readonly knex: Knex) {}
 
-  async page(q: AssetPageQuery): Promise<{ total: number; rows: Record<string, any>[] }> {
+  async page(q: AssetPageQuery): Promise<{ total?: number; rows: Record<string, any>[] }> {
     let where = 'project_id = ?'
     const args: unknown[] = [q.projectId]
     if (!q.recursive) {
@@ -52,16 +54,19 @@ export class AssetListing {
     // (an `id` after it made PostgreSQL sort every row before a deep OFFSET)
     let page = `select ${ASSET_COLUMNS.join(', ')} from assets where ${where}`
     const pageArgs = [...args]
+    const count = async () => Number((await this.read(`select count(*) as total from assets where ${where}`)(args))[0].total)
     if (q.after !== undefined) {
       // keyset paging seeks in the (project, folder, name) index: page 500 costs what page 1 does, unlike OFFSET
       page += ' and (folder, name) > (?, ?) order by folder, name limit ?'
       pageArgs.push(folderOf(q.after), path.posix.basename(q.after), q.perPage)
-    } else {
-      page += ' order by folder, name limit ? offset ?'
-      pageArgs.push(q.perPage, ((q.page ?? 1) - 1) * q.perPage)
+      const [rows, total] = await Promise.all([this.read(page)(pageArgs), q.count ? count() : undefined])
+      return { total, rows }
     }
-    const [[{ total }], rows] = await Promise.all([this.read(`select count(*) as total from assets where ${where}`)(args), this.read(page)(pageArgs)])
-    return { total: Number(total), rows }
+    const offset = ((q.page ?? 1) - 1) * q.perPage
+    page += ' order by folder, name limit ? offset ?'
+    pageArgs.push(q.perPage, offset)
+    const rows = await this.read(page)(pageArgs)
+    return { total: q.count ? await pageTotal(offset, q.perPage, rows.length, count) : undefined, rows }
   }
 
   private read(sql: string): PreparedRead {

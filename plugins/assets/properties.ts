@@ -29,3 +29,28 @@ export const METADATA_PROPERTIES = [
   { name: 'focal_length', type: 'number', label: 'Focal length (EXIF)', applies_to: ['image'] },
   { name: 'lens_model', type: 'string', label: 'Lens (EXIF)', applies_to: ['image'] },
 ] as const
+
+/**
+ * What another plugin does with some of these properties, shown by GET /settings/metadata_properties
+ * as a flag on each (`searchable: true`). Assets knows no such plugin: the search plugin, which
+ * depends on assets, adds its whitelist in its `start` (like projects' path-move hooks).
+ */
+export interface PropertyUse {
+  /** the flag's name on each property (`searchable`) */
+  flag: string
+  /** the properties it applies to now (read on each request: a setting can change it live) */
+  names(): readonly string[]
+}
+
+/** Resolved as `assetServices.propertyUses`. */
+export class PropertyUses {
+  private readonly uses: PropertyUse[] = []
+  add(use: PropertyUse): void {
+    this.uses.push(use)
+  }
+  /** the properties with each use's flag */
+  describe(): Array<(typeof METADATA_PROPERTIES)[number] & Record<string, unknown>> {
+    const flags = this.uses.map((u) => ({ flag: u.flag, names: new Set(u.names()) }))
+    return METADATA_PROPERTIES.map((p) => ({ ...p, ...Object.fromEntries(flags.map((f) => [f.flag, f.names.has(p.name)])) }))
+  }
+}

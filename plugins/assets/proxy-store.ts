@@ -31,7 +31,7 @@ export class ProxyStore {
     return path.join(this.dataDir, 'proxies', `v${layout}`, asset.uuid.slice(0, 2), asset.uuid)
   }
 
-  fileOf(asset: Asset, kind: string): string | null {
+  fileOf(asset: Pick<Asset, 'uuid' | 'proxies' | 'proxyVersion'>, kind: string): string | null {
     const name = asset.proxies[kind]
     return name ? path.join(this.dirOf(asset, asset.proxyVersion), name) : null
   }

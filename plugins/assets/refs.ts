@@ -4,6 +4,7 @@ import type { Ingest } from './ingest.js'
 import type { ProxyStore } from './proxy-store.js'
 import type { AssetDestroyer } from './destroy.js'
 import type { PreparedDownloads } from './prepared.js'
+import type { PropertyUses } from './properties.js'
 
 /** The assets plugin's services, for plugins that list `assets` in their dependsOn. */
 export const assetServices = {
@@ -17,4 +18,6 @@ export const assetServices = {
   destroyer: createServiceRef<AssetDestroyer>('assets.destroyer'),
   /** prepared downloads (AssetState, state_id checks, zip streaming) for other plugins' packages */
   downloads: createServiceRef<PreparedDownloads>('assets.downloads'),
+  /** what other plugins do with technical properties (search's whitelist), shown by GET /settings/metadata_properties */
+  propertyUses: createServiceRef<PropertyUses>('assets.propertyUses'),
 } as const

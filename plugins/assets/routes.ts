@@ -102,8 +102,9 @@ export function registerAssetRoutes(api: RegisterApi) {
     return { available_metadata_properties: METADATA_PROPERTIES.filter((p) => !q || p.name.includes(q) || p.label.toLowerCase().includes(q)) }
   })
 
-  routes.get('/settings/metadata_properties', { access: 'authenticated', summary: 'metadata properties the indexer writes and search can use' }, () => ({
-    metadata_properties: METADATA_PROPERTIES,
+  const propertyUses = api.use(assetServices.propertyUses)
+  routes.get('/settings/metadata_properties', { access: 'authenticated', summary: 'metadata properties the indexer writes, each flagged with what other plugins do with it (searchable: in the search whitelist)' }, () => ({
+    metadata_properties: propertyUses().describe(),
   }))
 }
 

@@ -17,6 +17,8 @@ export const ListAssetsInput = Type.Object(
     online: Type.Optional(Type.Boolean()),
     /** keyset paging: the rows after this path (the `X-Next-After` of the previous page), instead of `page` */
     after: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+    /** `X-Total-Count` or not: by default on OFFSET pages (`page`) and not on keyset pages (`after`) */
+    total: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 )

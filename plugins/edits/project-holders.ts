@@ -1,19 +1,19 @@
 import type { ProjectDecorator } from '../projects/index.js'
-import { preparedRead, type Knex } from '../../core/index.js'
+import { preparedReadIn, type Knex } from '../../core/index.js'
 
 const HOLDERS = `select project_id, mounted_by_id, opened_by_id from edit_sessions where project_id in`
 
 /**
  * Fills `mounted_by` (who mounted the project on an edit first, among its live mounts) and
  * `locked_by` (who opened it for write, which keeps other edits out) of project JSON from the
- * edit sessions: one query for a whole page of projects, a prepared one for a single project (GET
- * /projects/:id). Both are user ids, null when nobody holds it.
+ * edit sessions: one prepared query for a whole page of projects or a single one (GET /projects/:id,
+ * `preparedReadIn`). Both are user ids, null when nobody holds it.
  */
 export function projectHolders(knex: Knex): ProjectDecorator {
-  const one = preparedRead(knex, `${HOLDERS} (?) and state <> 'releasing' order by id`)
+  const read = preparedReadIn(knex, (list) => `${HOLDERS} (${list}) and state <> 'releasing' order by id`)
   return async (_em, projects, json) => {
     const ids = projects.map((p) => p.id)
-    const rows = ids.length === 1 ? await one(ids) : await knex('edit_sessions').whereIn('project_id', ids).whereNot('state', 'releasing').orderBy('id').select('project_id', 'mounted_by_id', 'opened_by_id')
+    const rows = await read(ids)
     const holders = new Map<number, { mounted?: number; locked?: number }>()
     for (const r of rows) {
       const h = holders.get(Number(r.project_id)) ?? {}

@@ -63,7 +63,6 @@ export function registerGalleryRoutes(api: RegisterApi) {
   const features = api.use(coreServices.features)
   const outbox = api.use(coreServices.outbox)
   const knex = api.use(coreServices.knex)
-  const plugins = api.use(coreServices.plugins)
   /** custom metadata is there when its plugin is loaded and switched on (isActive alone says yes for a plugin never loaded) */
   const metadataActive = () => features().isActive(CUSTOM_METADATA)
 

@@ -1,9 +1,7 @@
 import { spawn } from 'node:child_process'
-import { createDecipheriv, createHash } from 'node:crypto'
-import { createReadStream, createWriteStream } from 'node:fs'
-import { access, mkdir, open, rm, stat, symlink, writeFile } from 'node:fs/promises'
+import { createHash } from 'node:crypto'
+import { access, mkdir, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import path from 'node:path'
-import { pipeline } from 'node:stream/promises'
 import { Type } from 'typebox'
 import { Asset, sendProxy, type ProxyStore } from '../assets/index.js'
 import { galleryServices } from './refs.js'
@@ -107,21 +105,6 @@ function ffmpeg(binary: string, args: string[], cwd: string, signal?: AbortSigna
     child.on('error', reject)
     child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`ffmpeg failed (${code}): ${stderr.trim().split('\n').slice(-3).join(' | ')}`))))
   })
-}
-
-/**
- * The plaintext of a stored proxy. The assets plugin's ProxyStore holds the key and the file; its
- * format is AES-256-CTR with the initial counter block as the first 16 bytes (proxy-crypto.ts).
- */
-async function decryptTo(key: Buffer, file: string, target: string): Promise<void> {
-  const fh = await open(file, 'r')
-  const iv = Buffer.alloc(16)
-  try {
-    await fh.read(iv, 0, 16, 0)
-  } finally {
-    await fh.close()
-  }
-  await pipeline(createReadStream(file, { start: 16, highWaterMark: 1 << 20 }), createDecipheriv('aes-256-ctr', key, iv), createWriteStream(target))
 }
 
 /**
@@ -253,7 +236,7 @@ export class WatermarkService {
       if (!source) throw permanentError(`asset ${asset.id} has no ${kind} proxy`)
       const { ext, args } = OUTPUT[kind]
       const plain = `plain${path.extname(source).replace(/\.enc$/, '') || ext}`
-      await decryptTo(this.store().keyOf(asset), source, path.join(dir, plain))
+      await this.store().savePlain(asset, kind, path.join(dir, plain))
       await symlink(this.font(), path.join(dir, 'font.ttf'))
       await writeFile(path.join(dir, 'text.txt'), spec.text)
       const out = `marked${ext}`

@@ -3,8 +3,6 @@ import { rename, rm, stat } from 'node:fs/promises'
 import path from 'node:path'
 import { PassThrough } from 'node:stream'
 import { Type } from 'typebox'
-import ExcelJS from 'exceljs'
-import PDFDocument from 'pdfkit'
 import { coreServices, IdParam, IdParams, acceptedJob, defineJob, MamError, notFound, permanentError, type RegisterApi, type Principal, type AuthService } from '../../core/index.js'
 import { assetServices, Asset } from '../assets/index.js'
 import { markerServices } from './refs.js'
@@ -55,7 +53,9 @@ export function registerReportRoutes(api: RegisterApi) {
       const ended = new Promise((resolve, reject) => out.on('end', resolve).on('error', reject))
       // exceljs' streaming writer cannot anchor pictures in cells, so the sheet is built in memory; the
       // pictures are read from disk while the file is written (bench/markers.ts measures the memory)
-      const workbook = new ExcelJS.Workbook()
+      // exceljs and pdfkit are loaded on the first report, not at start-up (issue 19: restarts)
+      const { default: Excel } = await import('exceljs')
+      const workbook = new Excel.Workbook()
       workbook.creator = 'mamkit'
       workbook.created = new Date()
       const sheet = workbook.addWorksheet('Markers', { views: [{ state: 'frozen', ySplit: 1 }] })
@@ -136,6 +136,7 @@ export function registerReportRoutes(api: RegisterApi) {
       const target = pdfFile(ctx.resolve(coreServices.config).dataDir, ctx.id)
       await makeDirs(path.dirname(target))
       const temp = `${target}.partial`
+      const { default: PDFDocument } = await import('pdfkit')
       const doc = new PDFDocument({ size: 'A4', margin: 40, info: { Title: 'Annotations', Creator: 'mamkit' } })
       const fonts = existsSync(FONT) && existsSync(FONT_BOLD)
       const regular = () => (fonts ? doc.font(FONT) : doc.font('Helvetica'))

@@ -44,8 +44,12 @@ export class TrafficCounter {
     await this.flush()
   }
 
+  /** route pattern → its kind: the patterns are few, and this runs for every request */
+  private readonly kinds = new Map<string | undefined, TrafficKind | undefined>()
+
   observe = (request: ObservedRequest): void => {
-    const kind = trafficKindOf(request.route)
+    let kind = this.kinds.get(request.route)
+    if (kind === undefined && !this.kinds.has(request.route)) this.kinds.set(request.route, (kind = trafficKindOf(request.route)))
     if (!kind || request.status >= 400) return
     const { res } = request.ctx
     const socket = request.ctx.req.socket

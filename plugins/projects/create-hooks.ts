@@ -14,9 +14,11 @@ export interface ProjectCreateHook {
    */
   prepare?(em: EntityManager, principal: Principal, input: NewProject): Promise<void>
   /**
-   * inside the transaction that commits the new project: rows written with `trx` commit with it, a
-   * throw undoes the creation. Runs once per project: in the request, or in the repair of a creation
-   * a crash cut short after the tree was in place (then `principal` is the creator, via `job`).
+   * inside the transaction that commits the new project: rows written with `trx` commit with it. In the
+   * request, a refusal (a 4xx MamError) undoes the whole creation: row, rights and folder. Runs once per
+   * project: in the request, or in the repair of a creation a crash cut short after the tree was in
+   * place (then `principal` is the creator, via `job`, and a refusal is logged: the project stays,
+   * without the hook's rows).
    */
   created?(trx: Knex, project: Project, principal: Principal, input: NewProject): Promise<void>
 }

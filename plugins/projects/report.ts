@@ -1,6 +1,6 @@
 import { PassThrough } from 'node:stream'
 import path from 'node:path'
-import ExcelJS from 'exceljs'
+import type ExcelJS from 'exceljs'
 import { Type } from 'typebox'
 import { coreServices, type RegisterApi } from '../../core/index.js'
 import { identityServices } from '../identity/index.js'
@@ -75,7 +75,9 @@ export function registerProjectReport({ routes }: RegisterApi) {
     const chunks: Buffer[] = []
     out.on('data', (c: Buffer) => chunks.push(c))
     const ended = new Promise((resolve, reject) => out.on('end', resolve).on('error', reject))
-    const workbook = new ExcelJS.stream.xlsx.WorkbookWriter({ stream: out, useStyles: true, useSharedStrings: false })
+    // loaded on the first report, not at start-up (~1 s of module loading on a loaded machine)
+    const { default: Excel } = await import('exceljs')
+    const workbook = new Excel.stream.xlsx.WorkbookWriter({ stream: out, useStyles: true, useSharedStrings: false })
     workbook.creator = 'mamkit'
     workbook.created = new Date()
     const sheet = workbook.addWorksheet('Projects', { views: [{ state: 'frozen', ySplit: 1 }] })

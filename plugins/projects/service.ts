@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
-import { safeName, iso, MamError, conflict, notFound, User, isUniqueViolation, moveExclusive, type Outbox, type EntityManager, type Knex, type MamContext, type StorageRegistry, type StorageJournal, type Principal, column, preparedRead, containsIgnoringCase, type PreparedRead, makeDirs } from '../../core/index.js'
+import { safeName, iso, MamError, conflict, notFound, User, isUniqueViolation, moveExclusive, type Outbox, type EntityManager, type Knex, type MamContext, type StorageRegistry, type StorageJournal, type Principal, column, pageTotal, preparedRead, containsIgnoringCase, type PreparedRead, makeDirs } from '../../core/index.js'
 import { projectCreated } from './events.js'
-import { realpath, stat } from 'node:fs/promises'
+import { realpath, rename, stat } from 'node:fs/promises'
 import path from 'node:path'
 import { Team, type AccessRightService, type ProtectedType, type Right, type TeamService } from '../identity/index.js'
 import { TEMPLATE_TYPES, Template, type TemplateService } from '../templates/index.js'
@@ -189,8 +189,9 @@ export class ProjectService {
 
   /**
    * A page of the live projects the principal can read, ordered by name, and the count of all that
-   * match: `GET /projects` and `/projects/search`. Two prepared statements per shape of the filters
-   * (the access filter in the same query): knex's query building cost more than the queries.
+   * match: `GET /projects` and `/projects/search`. Prepared statements per shape of the filters
+   * (the access filter in the same query): knex's query building cost more than the queries. The
+   * count is only queried when the page does not tell it (`pageTotal`).
    */
   async listPage(principal: Principal, q: ProjectListQuery): Promise<{ total: number; rows: ProjectView[] }> {
     let where = 'p.deleted = false'
@@ -219,12 +220,10 @@ export class ProjectService {
       where += ` and p.id in (${READABLE_IDS})`
       args.push(principal.userId)
     }
-    const page = `select ${PROJECT_COLUMNS.join(', ')} from projects p where ${where} order by p.name, p.id limit ? offset ?`
-    const [[{ total }], rows] = await Promise.all([
-      this.listStatement(`select count(*) as total from projects p where ${where}`)(args),
-      this.listStatement(page)([...args, q.perPage, (q.page - 1) * q.perPage]),
-    ])
-    return { total: Number(total), rows: rows.map(projectViewOfRow) }
+    const offset = (q.page - 1) * q.perPage
+    const rows = await this.listStatement(`select ${PROJECT_COLUMNS.join(', ')} from projects p where ${where} order by p.name, p.id limit ? offset ?`)([...args, q.perPage, offset])
+    const total = await pageTotal(offset, q.perPage, rows.length, async () => Number((await this.listStatement(`select count(*) as total from projects p where ${where}`)(args))[0].total))
+    return { total, rows: rows.map(projectViewOfRow) }
   }
 
   private listStatement(sql: string): PreparedRead {
@@ -342,11 +341,24 @@ export class ProjectService {
         throw ['EEXIST', 'ENOTEMPTY'].includes(err.code) ? folderTaken(folder, storage) : err
       })
       // the creation commits with project.created (notifications, webhooks)
-      await this.knex.transaction(async (trx) => {
-        await this.createHooks.created(trx, project, principal, input)
-        await this.journal.end(trx, entry)
-        await this.outbox?.publish(trx, projectCreated, { project_id: project.id, name, storage, created_by_id: user.id, team_id: own.id }, { subjectId: project.id, actorId: user.id })
-      })
+      let refusal: unknown
+      await this.knex
+        .transaction(async (trx) => {
+          await this.createHooks.created(trx, project, principal, input).catch((err) => {
+            if (err instanceof MamError && err.status < 500) refusal = err
+            throw err
+          })
+          await this.journal.end(trx, entry)
+          await this.outbox?.publish(trx, projectCreated, { project_id: project.id, name, storage, created_by_id: user.id, team_id: own.id }, { subjectId: project.id, actorId: user.id })
+        })
+        .catch(async (err) => {
+          // a hook refused (a 4xx, not a fault): the client hears the refusal, so the project must not
+          // stay. The tree goes back to its staging name, which makes this an unfinished creation the
+          // journal's repair (journal.run, on this throw) undoes: the staging folder, the row and its rights.
+          // After a fault the outcome is unknown, and the repair completes the placed creation instead.
+          if (err === refusal) await rename(path.join(root, folder), staging).catch(() => {})
+          throw err
+        })
       return project
     })
     await this.refreshTeamSpace(project.id)

@@ -1,9 +1,10 @@
 import { Type } from 'typebox'
 import { identityServices } from '../identity/refs.js'
-import { METADATA_PROPERTIES } from '../assets/index.js'
+import { METADATA_PROPERTIES, assetServices } from '../assets/index.js'
 import { searchServices } from './refs.js'
 import { DEFAULT_PROPERTIES, migrations, reindex } from './migrations.js'
 import { SearchService } from './service.js'
+import { DirtySweeper } from './sweep.js'
 import { SearchTextSchema } from './entities.js'
 import { registerSearchRoutes } from './routes.js'
 
@@ -15,6 +16,11 @@ const Settings = Type.Object(
   {
     /** technical properties (GET /settings/metadata_properties) indexed for words and usable as `property:value` */
     properties: Type.Array(Type.Unsafe<string>({ type: 'string', enum: METADATA_PROPERTIES.map((p) => p.name) }), { default: DEFAULT_PROPERTIES, uniqueItems: true, maxItems: 50 }),
+    /**
+     * how many matches are ranked together: a term with more matches is ranked window by window, the
+     * newest this many first (README "Order"); at most this many, and the order is exact relevance
+     */
+    rankWindow: Type.Integer({ minimum: 1, maximum: 100_000, default: 1000 }),
   },
   { default: {} },
 )
@@ -33,7 +39,8 @@ export const searchPlugin = definePlugin({
   entities: [SearchTextSchema],
   settings: Settings,
   register(api) {
-    api.provide(searchServices.service, (r) => new SearchService(r(coreServices.knex), r(coreServices.db).dialect, r(identityServices.accessRights), () => api.settings().properties))
+    api.provide(searchServices.service, (r) => new SearchService(r(coreServices.knex), r(coreServices.db).dialect, r(identityServices.accessRights), () => api.settings().properties, () => api.settings().rankWindow))
+    api.provide(searchServices.sweeper, (r) => new DirtySweeper(r(coreServices.knex), r(coreServices.log)), { dispose: (sweeper) => sweeper.stop() })
     api.jobs.define(Reindex, {
       kind: 'generic',
       concurrency: 1,
@@ -58,8 +65,18 @@ export const searchPlugin = definePlugin({
       })
       return true
     }
+    // bulk value changes mark documents dirty instead of rebuilding them in their statement (PostgreSQL)
+    if (db.dialect === 'postgresql') {
+      const sweeper = resolve(searchServices.sweeper)
+      sweeper.start()
+      // marks left by a process that stopped before its sweep
+      await sweeper.sweepNow()
+    }
     const settings = resolve(coreServices.settings)
-    if (await sync((settings.get('search') as { properties: string[] }).properties)) await jobs.enqueue(Reindex.type, {})
+    const whitelist = () => (settings.get('search') as { properties: string[] }).properties
+    // GET /settings/metadata_properties (assets) flags the whitelisted ones `searchable`; PUT /settings changes the list
+    resolve(assetServices.propertyUses).add({ flag: 'searchable', names: whitelist })
+    if (await sync(whitelist())) await jobs.enqueue(Reindex.type, {})
     settings.onChange((plugin, value) => {
       if (plugin !== 'search') return
       void sync((value as { properties: string[] }).properties).then((changed) => (changed ? jobs.enqueue(Reindex.type, {}) : undefined))

@@ -20,17 +20,27 @@ export const SearchInput = Type.Object(
 )
 
 /**
- * The `after` cursor: where each list stopped, `[rank, id]` of its last row (`a` assets, `p`
- * projects); a list that ended has no entry. The rank is the exact number the database gave.
+ * The `after` cursor: where each list stopped, `[rank, id, top, floor]` of its last row (`a` assets,
+ * `p` projects): the exact rank the database gave, the id, and the bounds of the ranking window it
+ * lies in (`top` null for the first window, `floor` 0 for the last); a list that ended has no entry.
  */
 const cursor = {
-  encode: (next: { a?: SearchKey; p?: SearchKey }) => Buffer.from(JSON.stringify({ a: next.a && [next.a.rank, next.a.id], p: next.p && [next.p.rank, next.p.id] })).toString('base64url'),
+  encode: (next: { a?: SearchKey; p?: SearchKey }) => {
+    const key = (k?: SearchKey) => k && [k.rank, k.id, k.window.top, k.window.floor]
+    return Buffer.from(JSON.stringify({ a: key(next.a), p: key(next.p) })).toString('base64url')
+  },
   decode(text: string): { a?: SearchKey; p?: SearchKey } | undefined {
     try {
       const v = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'))
       if (!v || typeof v !== 'object' || Array.isArray(v)) return undefined
-      const key = (k: unknown): SearchKey | undefined | false =>
-        k === undefined ? undefined : Array.isArray(k) && k.length === 2 && Number.isFinite(k[0]) && Number.isSafeInteger(k[1]) && k[1] > 0 ? { rank: k[0], id: k[1] } : false
+      const id = (x: unknown) => Number.isSafeInteger(x) && (x as number) > 0
+      const key = (k: unknown): SearchKey | undefined | false => {
+        if (k === undefined) return undefined
+        if (!Array.isArray(k) || k.length !== 4) return false
+        const [rank, last, top, floor] = k
+        const valid = Number.isFinite(rank) && id(last) && (top === null || id(top)) && (floor === 0 || id(floor)) && (top === null || floor < top)
+        return valid ? { rank, id: last, window: { top, floor } } : false
+      }
       const [a, p] = [key(v.a), key(v.p)]
       return a === false || p === false || (!a && !p) ? undefined : { a, p }
     } catch {

@@ -22,13 +22,26 @@ export interface SearchOptions extends SearchFilters {
 }
 
 /**
- * Where a list stopped, as it is ordered: by rank (descending), then by id (descending, newest first
- * among equal ranks). The rank is the database's own value (PostgreSQL `real`, SQLite `double`),
- * carried unrounded so the next page starts exactly after the last row.
+ * Where a list stopped, as it is ordered: ranking window by window (newest matches first, at most
+ * `rankWindow` matches per window), within a window by rank (descending), then by id (descending,
+ * newest first among equal ranks). The rank is the database's own value (PostgreSQL `real`, SQLite
+ * `double`), carried unrounded so the next page starts exactly after the last row; the window's
+ * bounds are carried as they were fixed on the page that opened it, so later pages rank the same set.
  */
 export interface SearchKey {
   rank: number
   id: number
+  window: RankWindow
+}
+
+/**
+ * The matches ranked together: ids in `[floor, top)` (`top` null: no upper bound, the first window;
+ * `floor` 0: no lower bound, every remaining match). A window is opened as the `rankWindow` newest
+ * matches below `top` (a cheap ordered scan), so a frequent word ranks a thousand rows, not every one.
+ */
+export interface RankWindow {
+  top: number | null
+  floor: number
 }
 
 export interface Match {
@@ -61,6 +74,8 @@ export interface SearchResult {
 type FieldFilter = ({ kind: 'custom'; name: string } | { kind: 'property'; key: string }) & { value: string; words: string[] }
 
 const SNIPPET = 80
+/** a window whose ids span at most this many times its size is read by id range, not through the word index */
+const NARROW = 50
 
 /**
  * One search over the index the triggers keep (migrations.ts): PostgreSQL's tsvector with a GIN
@@ -73,6 +88,8 @@ export class SearchService {
     private readonly dialect: Dialect,
     private readonly rights: AccessRightService,
     private readonly properties: () => string[],
+    /** how many matches are ranked together (the `rankWindow` setting, read on each search) */
+    private readonly rankWindow: () => number = () => 1000,
   ) {}
 
   /**
@@ -146,8 +163,15 @@ export class SearchService {
    * One list's page: the matching documents the user may read, by relevance. PostgreSQL ranks with
    * `ts_rank_cd` (cover density) over the weighted tsvector (A name and path 1.0, B custom values 0.4,
    * C properties or description 0.2, D spoken 0.1); SQLite with FTS5's `bm25` and column weights in the
-   * same order (10, 5, 1, 0.5; negated, so higher is better on both). Equal ranks go newest first (id
-   * descending), so the order is total and a keyset (rank, id) continues it exactly.
+   * same order (10, 5, 1, 0.5; negated, so higher is better on both).
+   *
+   * Ranking every match of a frequent word before the first page cost seconds at a million assets
+   * (every match scored and sorted). So matches are ranked in windows, newest first: the first window
+   * is the `rankWindow` newest matches (found by walking the object ids backwards, which stops early
+   * when matches are many), ranked among themselves; the next window the `rankWindow` matches below it,
+   * and so on. When a term has at most `rankWindow` matches (a rare word, the common case), the one
+   * window holds them all and the order is the exact relevance order. Within a window, equal ranks go
+   * newest first (id descending), so the order (window, rank, id) is total and a keyset continues it.
    */
   private async ids(
     kind: 'asset' | 'project',
@@ -158,6 +182,80 @@ export class SearchService {
     key: SearchKey | undefined,
     offset: number,
   ): Promise<SearchKey[]> {
+    const { matches, rank, rankOf } = this.matching(kind, principal, term, filters, o)
+    const size = this.rankWindow()
+    const pg = this.dialect === 'postgresql'
+    // the ids' upper end, for the width of the first window
+    const newest = async () => Number((await this.knex('search_documents').where('kind', kind).max({ id: 'object_id' }))[0]?.id ?? 0) + 1
+    /** a window's rows after `after`, by rank */
+    const ranked = async (window: RankWindow, after: SearchKey | undefined, limit: number) => {
+      // a window of many matches close together (a frequent word): reading its id range and testing each
+      // document beats the word index, whose bitmap for a frequent prefix (a GIN scan of 138,000 entries at
+      // a million assets: ~200 ms) PostgreSQL's estimates do not see; a sparse or the last window uses the index
+      const narrow = window.floor > 0 && (window.top ?? (await newest())) - window.floor <= NARROW * size
+      const q = matches(!narrow)
+      if (window.top !== null) q.where('d.object_id', '<', window.top)
+      if (window.floor > 0) q.where('d.object_id', '>=', window.floor)
+      // ranked inside, ordered and cut outside: the keyset compares the rank the inner query computed
+      let page = this.knex.queryBuilder().from(q.select('d.object_id as id', this.knex.raw('? as rank', [rank]) as any).as('m'))
+      if (after !== undefined) {
+        const at = pg ? '?::real' : '?'
+        page = page.whereRaw(`(m.rank < ${at} OR (m.rank = ${at} AND m.id < ?))`, [after.rank, after.rank, after.id])
+      }
+      return (await page.orderBy([{ column: 'm.rank', order: 'desc' }, { column: 'm.id', order: 'desc' }]).limit(limit).select('m.id', 'm.rank')) as any[]
+    }
+    /** opens the window of the `size` newest matches below `top`: its bounds and its first rows */
+    const open = async (top: number | null, limit: number): Promise<{ window: RankWindow; rows: any[] }> => {
+      const candidates = matches().orderBy('d.object_id', 'desc').limit(size)
+      if (top !== null) candidates.where('d.object_id', '<', top)
+      // SQLite: one window of every match (bm25 needs its MATCH in the ranking statement, so a window's
+      // floor would cost a second pass over the FTS index: measured slower than ranking every match)
+      if (!pg) {
+        const window = { top, floor: 0 }
+        return { window, rows: await ranked(window, undefined, limit) }
+      }
+      // PostgreSQL, one statement: the newest matches (a backward walk of the ids for a frequent word, the
+      // word index for a rare one, as the planner sees fit), ranked among themselves, with the window's floor
+      const rows = await this.knex
+        .with('c', candidates.select('d.object_id as id', 'd.tsv'))
+        .from('c')
+        .select('c.id', this.knex.raw('? as rank', [rankOf('c.tsv')]), this.knex.raw('(SELECT CASE WHEN count(*) < ? THEN 0 ELSE min(id) END FROM c) as floor', [size]))
+        .orderBy([{ column: 'rank', order: 'desc' }, { column: 'c.id', order: 'desc' }])
+        .limit(limit)
+      // no row: no match below top, the last window
+      return { window: { top, floor: rows.length ? Number(rows[0].floor) : 0 }, rows }
+    }
+    const want = offset + o.per_page
+    const out: SearchKey[] = []
+    let window: RankWindow | undefined = key?.window
+    let after: SearchKey | undefined = key
+    let below: number | null = null
+    for (;;) {
+      let rows: any[]
+      if (window) rows = await ranked(window, after, want - out.length)
+      else ({ window, rows } = await open(below, want - out.length))
+      const w: RankWindow = window
+      out.push(...rows.map((r: any) => ({ id: Number(r.id), rank: Number(r.rank), window: w })))
+      // the last window, or the page is full: done; else this window is used up and the next starts below it
+      if (out.length >= want || w.floor === 0) break
+      below = w.floor
+      window = undefined
+      after = undefined
+    }
+    return out.slice(offset)
+  }
+
+  /**
+   * The documents of one kind that match the term and filters and that the user may read (a builder
+   * made anew on each call, joined to FTS5 on SQLite), and the expression of their rank.
+   */
+  private matching(
+    kind: 'asset' | 'project',
+    principal: Principal,
+    term: ParsedTerm,
+    filters: FieldFilter[],
+    o: SearchFilters & { after?: Date; before?: Date },
+  ): { matches: (indexed?: boolean) => Knex.QueryBuilder; rank: Knex.Raw; rankOf: (tsv: string) => Knex.Raw } {
     const k = this.knex
     const pg = this.dialect === 'postgresql'
     // field:value is a phrase in the field's part of the document ("client acme…"), so the index answers it too
@@ -165,41 +263,34 @@ export class SearchService {
     const free = pg ? tsquery(term.words, term.phrases) : ftsQuery(term.words, term.phrases)
     const positive = [free, ...fieldParts].filter(Boolean).join(pg ? ' & ' : ' AND ') || null
     const negative = pg ? tsqueryAny(term.excluded) : ftsAny(term.excluded)
-    let q = k('search_documents as d').join('projects as p', 'p.id', 'd.project_id').where('d.kind', kind).where('p.deleted', false)
     // PostgreSQL: a real (float4); the keyset compares it as one (`?::real`), since a float4 read into JS and sent back as a double would not equal itself
-    let rank: Knex.Raw = k.raw(pg ? '0::real' : '0.0')
-    if (positive) {
-      if (pg) {
-        q = q.whereRaw(`d.tsv @@ to_tsquery('simple', ?)`, [positive])
-        rank = k.raw(`ts_rank_cd('{0.1, 0.2, 0.4, 1.0}', d.tsv, to_tsquery('simple', ?))`, [positive])
-      } else {
-        q = q.join('search_fts as f', 'f.rowid', 'd.id').whereRaw('search_fts MATCH ?', [positive])
-        rank = k.raw('-bm25(search_fts, 10.0, 5.0, 1.0, 0.5)')
+    // PostgreSQL: the rank of a tsvector column (`d.tsv`, or a window's copy of it)
+    const rankOf = (tsv: string): Knex.Raw => (positive ? k.raw(`ts_rank_cd('{0.1, 0.2, 0.4, 1.0}', ${tsv}, to_tsquery('simple', ?))`, [positive]) : k.raw('0::real'))
+    const rank: Knex.Raw = pg ? rankOf('d.tsv') : positive ? k.raw('-bm25(search_fts, 10.0, 5.0, 1.0, 0.5)') : k.raw('0.0')
+    // indexed false (PostgreSQL): the word test as `IS TRUE`, which the GIN index cannot answer, so an id range is read instead
+    const matches = (indexed = true) => {
+      let q = k('search_documents as d').join('projects as p', 'p.id', 'd.project_id').where('d.kind', kind).where('p.deleted', false)
+      if (positive) {
+        if (pg) q = q.whereRaw(indexed ? `d.tsv @@ to_tsquery('simple', ?)` : `(d.tsv @@ to_tsquery('simple', ?)) IS TRUE`, [positive])
+        else q = q.join('search_fts as f', 'f.rowid', 'd.id').whereRaw('search_fts MATCH ?', [positive])
       }
+      if (negative) {
+        if (pg) q = q.whereRaw(`NOT d.tsv @@ to_tsquery('simple', ?)`, [negative])
+        else q = q.whereNotIn('d.id', k('search_fts').whereRaw('search_fts MATCH ?', [negative]).select('rowid'))
+      }
+      if (o.project_id !== undefined) q = q.where('d.project_id', o.project_id)
+      if (kind === 'asset' && o.type !== undefined) q = q.where('d.asset_type', o.type)
+      if (kind === 'asset' && o.folder !== undefined) {
+        const folder = o.folder.replace(/^\/+|\/+$/g, '')
+        if (folder) q = q.where((w) => w.where('d.folder', folder).orWhereRaw(`d.folder like ? escape '\\'`, [`${escapeLike(folder)}/%`]))
+      }
+      if (o.status_flag !== undefined) q = q.whereExists(k('project_status_flags as sf').whereRaw('sf.project_id = d.project_id').where('sf.status_flag_id', o.status_flag).select(k.raw('1')))
+      if (o.after) q = q.where('d.created_at', '>=', o.after)
+      if (o.before) q = q.where('d.created_at', '<', o.before)
+      // the access filter is part of the statement: the limit counts only readable rows
+      return this.rights.scope(q, principal, 'project', 'd.project_id')
     }
-    if (negative) {
-      if (pg) q = q.whereRaw(`NOT d.tsv @@ to_tsquery('simple', ?)`, [negative])
-      else q = q.whereNotIn('d.id', k('search_fts').whereRaw('search_fts MATCH ?', [negative]).select('rowid'))
-    }
-    if (o.project_id !== undefined) q = q.where('d.project_id', o.project_id)
-    if (kind === 'asset' && o.type !== undefined) q = q.where('d.asset_type', o.type)
-    if (kind === 'asset' && o.folder !== undefined) {
-      const folder = o.folder.replace(/^\/+|\/+$/g, '')
-      if (folder) q = q.where((w) => w.where('d.folder', folder).orWhereRaw(`d.folder like ? escape '\\'`, [`${escapeLike(folder)}/%`]))
-    }
-    if (o.status_flag !== undefined) q = q.whereExists(k('project_status_flags as sf').whereRaw('sf.project_id = d.project_id').where('sf.status_flag_id', o.status_flag).select(k.raw('1')))
-    if (o.after) q = q.where('d.created_at', '>=', o.after)
-    if (o.before) q = q.where('d.created_at', '<', o.before)
-    // the access filter is part of the statement: the limit counts only readable rows
-    q = this.rights.scope(q, principal, 'project', 'd.project_id')
-    // ranked inside, ordered and cut outside: the keyset compares the rank the inner query computed
-    let page = k.queryBuilder().from(q.select('d.object_id as id', k.raw('? as rank', [rank]) as any).as('m'))
-    if (key !== undefined) {
-      const at = pg ? '?::real' : '?'
-      page = page.whereRaw(`(m.rank < ${at} OR (m.rank = ${at} AND m.id < ?))`, [key.rank, key.rank, key.id])
-    } else if (offset) page = page.offset(offset)
-    const rows = await page.orderBy([{ column: 'm.rank', order: 'desc' }, { column: 'm.id', order: 'desc' }]).limit(o.per_page).select('m.id', 'm.rank')
-    return rows.map((r: any) => ({ id: Number(r.id), rank: Number(r.rank) }))
+    return { matches, rank, rankOf }
   }
 
   private async valuesOf(kind: 'asset' | 'project', ids: number[]): Promise<Map<number, Array<{ field: string; text: string }>>> {

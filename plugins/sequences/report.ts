@@ -1,4 +1,4 @@
-import ExcelJS from 'exceljs'
+import type ExcelJS from 'exceljs'
 import { clipEnd, clipLength, fileNameOf, pathOfUrl, trackName, type SequenceClip, type SequenceDoc } from './model.js'
 import { durationTimecode, timecode } from './time.js'
 
@@ -84,7 +84,9 @@ const pick = (custom: Record<string, string> | undefined, ...names: string[]) =>
 }
 
 export async function buildReport(type: ReportType, doc: SequenceDoc, assets: Map<number, ReportAsset>): Promise<{ buffer: Buffer; rows: number }> {
-  const workbook = new ExcelJS.Workbook()
+  // loaded on the first report, not at start-up (issue 19: restarts)
+  const { default: Excel } = await import('exceljs')
+  const workbook = new Excel.Workbook()
   workbook.creator = 'mamkit'
   workbook.created = new Date()
   const tc = (frames: number) => timecode(frames, doc.rate, doc.dropFrame)

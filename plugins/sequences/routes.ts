@@ -63,7 +63,6 @@ export function registerSequenceRoutes(api: RegisterApi) {
   const assets = api.use(assetServices.service)
   const jobs = api.use(coreServices.jobs)
   const config = api.use(coreServices.config)
-  const features = api.use(coreServices.features)
   const defaultRate = () => parseRate((api.settings() as { defaultRate: string }).defaultRate) ?? { num: 25, den: 1 }
 
   const show = async (ctx: MamContext, loaded: LoadedSequence, extra: Record<string, unknown> = {}) => {

@@ -10,8 +10,7 @@ export function registerStatusFlagRoutes({ routes }: RegisterApi) {
   const projects = (ctx: MamContext) => ctx.resolve(projectServices.service)
 
   routes.get('/status_flags', { access: 'authenticated', summary: 'the unscoped status flags of this site' }, async (ctx) => {
-    const s = flags(ctx)
-    return { array: (await s.list(ctx.em, null)).map((f) => s.serialize(f)) } // wire.md: root key `array`
+    return { array: await flags(ctx).unscopedViews() } // wire.md: root key `array`
   })
 
   routes.get('/status_flags/:id', { access: 'authenticated', params: IdParams, summary: 'show a status flag' }, async (ctx) => {

@@ -7,6 +7,17 @@ export interface FlagChanges {
   position?: number
 }
 
+/** a status_flags row as the fields `serialize` reads */
+const flagOf = (r: Record<string, any>) => ({
+  id: column.int(r.id),
+  name: r.name as string,
+  color: r.color as string,
+  scopeProjectId: column.intOrNull(r.scope_project_id),
+  position: column.int(r.position),
+  createdAt: column.date(r.created_at)!,
+  updatedAt: column.date(r.updated_at)!,
+})
+
 /**
  * Status flags and the flags set on projects. Resolved as `statusFlags`; the federation plugin calls
  * `create` with a `scopeProjectId` for the flags that come with a project transferred from a remote site.
@@ -25,9 +36,15 @@ export class StatusFlagService {
        where f.scope_project_id is null or f.scope_project_id = ?
        order by case when f.scope_project_id is null then 0 else 1 end, f.position, f.id`,
     )
-    return (await this.flagsOfProject([projectId, projectId])).map((r) =>
-      this.serialize({ id: column.int(r.id), name: r.name, color: r.color, scopeProjectId: column.intOrNull(r.scope_project_id), position: column.int(r.position), createdAt: column.date(r.created_at)!, updatedAt: column.date(r.updated_at)! }, r.set_id !== null && r.set_id !== undefined),
-    )
+    return (await this.flagsOfProject([projectId, projectId])).map((r) => this.serialize(flagOf(r), r.set_id !== null && r.set_id !== undefined))
+  }
+
+  private unscopedFlags?: PreparedRead
+
+  /** `list(em, null)`, serialised, from plain rows (GET /status_flags): no entities for a list clients poll */
+  async unscopedViews() {
+    this.unscopedFlags ??= preparedRead(this.knex, 'select id, name, color, scope_project_id, position, created_at, updated_at from status_flags where scope_project_id is null order by position, id')
+    return (await this.unscopedFlags([])).map((r) => this.serialize(flagOf(r)))
   }
 
   /** unscoped flags (scope null) or the flags scoped to one project */

@@ -5,13 +5,14 @@ import path from 'node:path'
 import type { Logger } from 'pino'
 import type { ProjectService } from '../projects/index.js'
 import type { StrategyRow, StrategyService } from './strategies.js'
-import { fsyncPath, readAll, sameSums, sumsOf, writeHashed, type Sums, type Target } from './targets/types.js'
+import { fsyncPath, readAll, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
 import { projectArchived, projectUnarchived } from './events.js'
-import { FileError, PARALLEL, copyVerified, verify, type TransmissionCheck } from './transfer.js'
+import { FileError, PARALLEL, copyVerified, readObject, verify, type TransmissionCheck } from './transfer.js'
 import { eachLimit, retryTransient } from './concurrency.js'
+import type { Copier } from './copier.js'
 export { FileError, verify, type TransmissionCheck } from './transfer.js'
 
-import { preparedRead, type PreparedRead, MamError, conflict, isUniqueViolation, iso, linkExclusive, notFound, openInside, relativeSegments, type Knex, type Outbox, type StorageJournal } from '../../core/index.js'
+import { preparedReadIn, MamError, conflict, isUniqueViolation, iso, linkExclusive, notFound, openInside, relativeSegments, type Knex, type Outbox, type StorageJournal } from '../../core/index.js'
 /** states a running archive job moves through; the others are where it rests */
 export const ACTIVE = ['queued', 'copying', 'verifying', 'releasing', 'restoring', 'moving'] as const
 export type ArchiveState = (typeof ACTIVE)[number] | 'archived' | 'online' | 'failed' | 'cancelled'
@@ -108,14 +109,18 @@ export interface RunContext {
  * copied (size and modification time), so a crash at any point leaves the copy, the original, or both.
  */
 export class ArchiveService {
-  private stateOfOne?: PreparedRead
+  /** one project (GET /projects/:id, polled) or a page of them: prepared statements, one query for the lot */
+  private readonly statesOfIds: (projectIds: readonly number[]) => Promise<any[]>
   constructor(
     private readonly knex: Knex,
     private readonly strategies: StrategyService,
     private readonly projects: ProjectService,
     private readonly journal: StorageJournal,
     private readonly outbox: Outbox,
-  ) {}
+    private readonly copier: Copier,
+  ) {
+    this.statesOfIds = preparedReadIn(knex, (list) => `select * from archive_states where project_id in (${list})`)
+  }
 
   async state(projectId: number): Promise<StateRow | null> {
     const r = await this.knex('archive_states').where({ project_id: projectId }).first()
@@ -124,9 +129,7 @@ export class ArchiveService {
 
   async statesOf(projectIds: number[]): Promise<Map<number, StateRow>> {
     if (!projectIds.length) return new Map()
-    // one project (GET /projects/:id, polled): a prepared statement; a page: one query for the lot
-    this.stateOfOne ??= preparedRead(this.knex, 'select * from archive_states where project_id = ?')
-    const rows = projectIds.length === 1 ? await this.stateOfOne(projectIds) : await this.knex('archive_states').whereIn('project_id', projectIds)
+    const rows = await this.statesOfIds(projectIds)
     return new Map(rows.map((r: any) => [Number(r.project_id), toState(r)]))
   }
 
@@ -355,7 +358,7 @@ export class ArchiveService {
             key: objectKey(s.archive_key, f.path),
             known: f.sha256 && f.crc32 ? { sums: { size: Number(f.size), sha256: f.sha256, crc32: f.crc32 }, size: Number(f.size), mtimeMs: Number(f.mtime_ms) } : null,
           })),
-          { check, signal: ctx.signal, reuse: true, onRetry: (err, what) => ctx.log.warn({ err }, `${what}: the target failed for now; retrying`) },
+          { check, signal: ctx.signal, reuse: true, copy: this.copier.copy, onRetry: (err, what) => ctx.log.warn({ err }, `${what}: the target failed for now; retrying`) },
         )
         const now = new Date()
         await this.knex.transaction(async (trx) => {
@@ -540,7 +543,8 @@ export class ArchiveService {
     const temp = path.join(dir, `${RESTORE_PREFIX}${randomBytes(6).toString('hex')}`)
     const handle = await open(temp, 'wx')
     try {
-      const got = await writeHashed(handle, await target.get(objectKey(s.archive_key, f.path), signal), signal)
+      // a disk target's object by descriptor: copied and hashed in one pass off the event loop
+      const got = await readObject(target, objectKey(s.archive_key, f.path), handle, Number(f.size), this.copier.copy, signal)
       if (!sameSums(got, want)) throw new FileError(`the archived copy of ${f.path} hashes to ${got.sha256} (${got.size} bytes), not to ${want.sha256} (${want.size} bytes) as archived; the file stays archived`)
       return { temp, file, handle }
     } catch (err) {
@@ -646,10 +650,10 @@ export class ArchiveService {
             const sums: Sums = { size: Number(f.size), sha256: f.sha256, crc32: f.crc32 }
             const key = objectKey(newKey, f.path)
             const there = await dest.head(key)
-            if (there && (await verify(dest, key, sums, check === 'none' ? 'size' : check, ctx.signal).then(() => true, () => false))) return
+            if (there && (await verify(dest, key, sums, check === 'none' ? 'size' : check, ctx.signal, this.copier.copy).then(() => true, () => false))) return
             const sent = await dest.put(key, await source.get(objectKey(s.archive_key, f.path), ctx.signal), sums, ctx.signal)
             if (!sameSums(sent, sums)) throw Object.assign(new MamError('conflict', `the archived copy of ${f.path} does not match its checksums; the archive was not moved`), { permanent: true })
-            await verify(dest, key, sums, check === 'none' ? 'size' : check, ctx.signal)
+            await verify(dest, key, sums, check === 'none' ? 'size' : check, ctx.signal, this.copier.copy)
           }),
         )
         done += page.length

@@ -1,18 +1,21 @@
 import { execFile } from 'node:child_process'
-import { createReadStream } from 'node:fs'
 import { mkdtemp, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { Readable } from 'node:stream'
 import { promisify } from 'node:util'
 import type { ProjectService } from '../projects/index.js'
-import { FileError, verify, type RunContext, type TransmissionCheck } from './archive.js'
+import { type RunContext, type TransmissionCheck } from './archive.js'
+import { PARALLEL, copyVerified, type SourceFile } from './transfer.js'
+import { eachLimit } from './concurrency.js'
+import type { Copier } from './copier.js'
 import type { StrategyRow, StrategyService } from './strategies.js'
-import { readAll, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
+import { sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
 
 import { MamError, openInside, safeName, type Dialect, type Knex } from '../../core/index.js'
 const run = promisify(execFile)
-const PARALLEL = 4
+/** files per page: one batch of the target (flushed together), as the archive's */
+const PAGE = 64
 
 export interface ManifestEntry extends Sums {
   path: string
@@ -48,7 +51,7 @@ export class CopyService {
     private readonly strategies: StrategyService,
     private readonly projects: ProjectService,
     private readonly databaseUrl: string | undefined,
-    private readonly sqliteFile: string,
+    private readonly copier: Copier,
   ) {}
 
   /** the paths a copy covers: explicit ones, a folder's, or by contents (media: registered assets) */
@@ -66,43 +69,52 @@ export class CopyService {
     return out
   }
 
-  /** copies `paths` of the project to `keyPrefix/…`, verified; `previous` skips files unchanged since an earlier backup */
+  /**
+   * Copies `paths` of the project to `keyPrefix/…` with the archive's batched one-pass copy
+   * (copyVerified: large files copied and hashed in worker threads, a page made durable together,
+   * then verified). An incremental backup hashes each file first (off the event loop too) and
+   * leaves out those whose checksums match the previous backup's; the others are copied against
+   * those checksums, so a file that changes in between is an error, not a silent mismatch.
+   */
   private async copyFiles(target: Target, check: TransmissionCheck, root: string, paths: string[], keyPrefix: string, ctx: RunContext, previous?: Map<string, ManifestEntry>) {
     const manifest: ManifestEntry[] = []
     const errors: Array<{ path: string; error: string }> = []
     let bytes = 0
     let copied = 0
-    for (let i = 0; i < paths.length; i += PARALLEL) {
+    const copy = this.copier.copy
+    for (let i = 0; i < paths.length; i += PAGE) {
       ctx.signal.throwIfAborted()
-      await Promise.all(
-        paths.slice(i, i + PARALLEL).map(async (rel) => {
+      const page: Array<SourceFile<string>> = []
+      await eachLimit(paths.slice(i, i + PAGE), PARALLEL, async (rel) => {
+        const file: SourceFile<string> = { item: rel, root, path: rel, key: `${keyPrefix}/${rel}` }
+        const before = previous?.get(rel)
+        if (before) {
           try {
             const opened = await openInside(root, rel, `file ${rel}`)
             try {
-              const sums = await sumsOf(readAll(opened.handle))
-              const before = previous?.get(rel)
-              if (before && sameSums(before, sums)) {
-                manifest.push({ ...sums, path: rel, in: before.in })
-                return
-              }
-              const key = `${keyPrefix}/${rel}`
-              const sent = await target.put(key, readAll(opened.handle), sums, ctx.signal)
-              if (!sameSums(sent, sums)) throw new FileError(`${rel} changed while it was copied`)
-              await verify(target, key, sums, check, ctx.signal)
-              manifest.push({ ...sums, path: rel, in: keyPrefix })
-              bytes += sums.size
-              copied++
+              const sums = await copy(opened.handle, null, opened.stats.size, ctx.signal)
+              if (sameSums(before, sums)) return void manifest.push({ ...sums, path: rel, in: before.in })
+              file.known = { sums, size: opened.stats.size, mtimeMs: Math.floor(opened.stats.mtimeMs) }
             } finally {
               await opened.close()
             }
           } catch (err) {
-            if (ctx.signal.aborted) throw err
-            if (!(err instanceof FileError) && !(err instanceof MamError) && (err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
-            errors.push({ path: rel, error: (err as Error).message })
+            if (ctx.signal.aborted || !(err instanceof MamError || (err as NodeJS.ErrnoException).code === 'ENOENT')) throw err
+            return void errors.push({ path: rel, error: (err as Error).message })
           }
-        }),
-      )
-      ctx.progress(Math.min(1, (i + PARALLEL) / Math.max(1, paths.length)))
+        }
+        page.push(file)
+      })
+      for (const o of await copyVerified(target, page, { check, signal: ctx.signal, reuse: false, copy })) {
+        if (o.error) {
+          errors.push({ path: o.item, error: o.error.message })
+          continue
+        }
+        manifest.push({ ...o.sums, path: o.item, in: keyPrefix })
+        bytes += o.sums.size
+        copied++
+      }
+      ctx.progress(Math.min(1, (i + PAGE) / Math.max(1, paths.length)))
     }
     manifest.sort((a, b) => (a.path < b.path ? -1 : 1))
     return { manifest, errors, bytes, copied }
@@ -210,10 +222,10 @@ export class CopyService {
         }
         key = `database/${stamp()}-${jobId}.pgdump`
       }
-      const sums = await sumsOf(createReadStream(file))
-      const sent = await target.put(key, createReadStream(file, { highWaterMark: 1 << 20 }), sums, ctx.signal)
-      if (!sameSums(sent, sums)) throw new Error('the backup file changed while it was written to the target')
-      await verify(target, key, sums, strategy.transmission_check as TransmissionCheck, ctx.signal)
+      // the same one-pass copy as the project files (hashed in a worker, flushed, verified)
+      const [done] = await copyVerified(target, [{ item: file, root: dir, path: path.basename(file), key }], { check: strategy.transmission_check as TransmissionCheck, signal: ctx.signal, reuse: false, copy: this.copier.copy })
+      if (done.error) throw done.error
+      const sums = done.sums
       await this.record(strategy, null, jobId, key, [{ ...sums, path: path.basename(file), in: key }], sums.size, 'finished')
       const pruned = await this.prune(strategy, null, target)
       return { key, bytes: (await stat(file)).size, sha256: sums.sha256, dialect: this.dialect, pruned }

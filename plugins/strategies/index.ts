@@ -13,6 +13,7 @@ import { CopyService } from './copies.js'
 import { strategyEvents } from './events.js'
 import { StrategyRuns } from './runs.js'
 import { TierService } from './tier.js'
+import { Copier } from './copier.js'
 import { registerTierRoutes } from './tier-routes.js'
 import { registerCopyRoutes } from './copy-routes.js'
 export { strategyServices } from './refs.js'
@@ -21,11 +22,13 @@ export { ArchiveService } from './archive.js'
 export { StrategyRuns, RUNNABLE_KINDS, type RunnableKind, type ProjectRun, type RunTarget } from './runs.js'
 export { Strategy, ArchiveState, ArchiveFile, StrategyCopy } from './entities.js'
 
-import { conflict, coreServices, definePlugin, sqliteFile } from '../../core/index.js'
+import { conflict, coreServices, definePlugin } from '../../core/index.js'
 const Settings = Type.Object(
   {
     /** directories disk destinations must lie inside; empty: `<dataDir>/targets` */
     roots: Type.Array(Type.String({ minLength: 1 }), { default: [] }),
+    /** worker threads that copy and hash large files (archive, restore, copy-to, backup, tier); 0: all in the event loop's thread; default: one per file in flight (4), at least one per core */
+    copyThreads: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
   },
   { default: {} },
 )
@@ -47,13 +50,14 @@ export const strategiesPlugin = definePlugin({
       return configured.length ? configured.map((r: string) => path.resolve(r)) : [path.join(api.config.dataDir, 'targets')]
     }
     api.provide(strategyServices.strategies, (r) => new StrategyService(r(coreServices.knex), r(coreServices.config).secretKey, roots))
-    api.provide(strategyServices.archives, (r) => new ArchiveService(r(coreServices.knex), r(strategyServices.strategies), r(projectServices.service), r(projectServices.storageJournal), r(coreServices.outbox)))
+    api.provide(strategyServices.copier, () => new Copier(api.settings().copyThreads), { dispose: (c) => c.close() })
+    api.provide(strategyServices.archives, (r) => new ArchiveService(r(coreServices.knex), r(strategyServices.strategies), r(projectServices.service), r(projectServices.storageJournal), r(coreServices.outbox), r(strategyServices.copier)))
     api.provide(strategyServices.copies, (r) => {
       const db = r(coreServices.db)
-      return new CopyService(r(coreServices.knex), db.dialect, r(strategyServices.strategies), r(projectServices.service), api.config.databaseUrl, sqliteFile(api.config.dataDir, api.config.databaseUrl))
+      return new CopyService(r(coreServices.knex), db.dialect, r(strategyServices.strategies), r(projectServices.service), api.config.databaseUrl, r(strategyServices.copier))
     })
     api.provide(strategyServices.runs, (r) => new StrategyRuns(r(coreServices.knex), r(coreServices.jobs), r(strategyServices.archives), r(strategyServices.strategies), r(projectServices.service), r(projectServices.guards), () => r(coreServices.em), r(strategyServices.tier), r(coreServices.storages)))
-    api.provide(strategyServices.tier, (r) => new TierService(r(coreServices.knex), r(coreServices.storages), r(projectServices.storageJournal), r(strategyServices.archives), r(projectServices.service), r(projectServices.guards)))
+    api.provide(strategyServices.tier, (r) => new TierService(r(coreServices.knex), r(coreServices.storages), r(projectServices.storageJournal), r(strategyServices.archives), r(projectServices.service), r(projectServices.guards), r(strategyServices.copier)))
     registerStrategyRoutes(api)
     registerTierRoutes(api)
     defineTierJob(api)

@@ -3,6 +3,7 @@ import type { StrategyService } from './strategies.js'
 import type { CopyService } from './copies.js'
 import type { StrategyRuns } from './runs.js'
 import type { TierService } from './tier.js'
+import type { Copier } from './copier.js'
 
 import { createServiceRef } from '../../core/index.js'
 /** The strategies plugin's services, for plugins that list `strategies` in their dependsOn. */
@@ -17,4 +18,6 @@ export const strategyServices = {
   runs: createServiceRef<StrategyRuns>('strategies.runs'),
   /** moving projects between named storages (POST /projects/tier) */
   tier: createServiceRef<TierService>('strategies.tier'),
+  /** copies and hashes large files in worker threads (archive, restore, copy-to, backup, tier) */
+  copier: createServiceRef<Copier>('strategies.copier'),
 } as const

@@ -4,6 +4,7 @@ import { Project, projectScope, type ProjectGuards, type ProjectService } from '
 import { ACTIVE, type ArchiveService, type RunContext } from './archive.js'
 import { DiskTarget } from './targets/disk.js'
 import { copyVerified, type SourceFile } from './transfer.js'
+import type { Copier } from './copier.js'
 
 import { MamError, conflict, identityOf, isUniqueViolation, moveExclusive, notFound, sameFile, type EntityManager, type FileIdentity, type JournalEntry, type Knex, type StorageJournal, type StorageRegistry } from '../../core/index.js'
 
@@ -58,6 +59,7 @@ export class TierService {
     private readonly archives: ArchiveService,
     private readonly projects: ProjectService,
     private readonly guards: ProjectGuards,
+    private readonly copier: Copier,
   ) {}
 
   defineRepair(): void {
@@ -184,7 +186,7 @@ export class TierService {
     for await (const e of tree(source)) if (e.kind === 'file') total++
     let page: Array<SourceFile<string>> = []
     const flush = async () => {
-      const outcomes = await copyVerified(target, page, { check: 'fingerprint', signal: ctx.signal, reuse: false })
+      const outcomes = await copyVerified(target, page, { check: 'fingerprint', signal: ctx.signal, reuse: false, copy: this.copier.copy })
       page = []
       for (const o of outcomes) {
         if (o.error) throw o.error

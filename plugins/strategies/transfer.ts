@@ -1,7 +1,8 @@
 import type { Stats } from 'node:fs'
+import type { FileHandle } from 'node:fs/promises'
 import { MamError, openInside } from '../../core/index.js'
 import { eachLimit, retryTransient } from './concurrency.js'
-import { readAll, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
+import { copyInThread, readAll, sameSums, sumsOf, writeHashed, type CopyFds, type Sums, type Target } from './targets/types.js'
 
 export type TransmissionCheck = 'none' | 'size' | 'checksum' | 'fingerprint'
 
@@ -17,10 +18,11 @@ export const PARALLEL = 4
 /**
  * Verifies an object on the target against the source's checksums: `size` asks the target for the
  * object's size, `checksum` adds the checksums stored with it (S3 metadata; a disk target has none
- * and keeps them in the manifest), `fingerprint` reads the object back (1 MiB reads) and hashes it.
+ * and keeps them in the manifest), `fingerprint` reads the object back (1 MiB reads) and hashes it
+ * (a disk target's file by descriptor through `copy`: in a worker thread when that is the Copier's).
  * Releasing an original always needs at least the size check, whatever the strategy says.
  */
-export async function verify(target: Target, key: string, sums: Sums, check: TransmissionCheck, signal?: AbortSignal): Promise<void> {
+export async function verify(target: Target, key: string, sums: Sums, check: TransmissionCheck, signal?: AbortSignal, copy: CopyFds = copyInThread): Promise<void> {
   if (check === 'none') return
   const head = await target.head(key)
   if (!head) throw new FileError(`the copy of ${key} is missing on the target`)
@@ -28,10 +30,27 @@ export async function verify(target: Target, key: string, sums: Sums, check: Tra
   if (check === 'size') return
   if (head.sha256 !== undefined && head.sha256 !== sums.sha256) throw new FileError(`the copy of ${key} carries checksum ${head.sha256}, the original has ${sums.sha256}`)
   if (check === 'checksum') return
-  const back = await sumsOf(await target.get(key, signal))
+  const back = await readObject(target, key, null, head.size, copy, signal)
   if (!sameSums(back, sums)) throw new FileError(`the copy of ${key} read back hashes to ${back.sha256} (${back.size} bytes), the original to ${sums.sha256} (${sums.size} bytes)`)
 }
 
+/**
+ * An object's bytes, hashed, and written to `to` (a restore) or only read (`to` null: a read-back):
+ * a disk target's file by descriptor through `copy` (in a worker thread when that is the Copier's),
+ * closed once the copy has settled; any other target's as its stream.
+ */
+export async function readObject(target: Target, key: string, to: FileHandle | null, size: number, copy: CopyFds, signal?: AbortSignal): Promise<Sums> {
+  if (!target.open) {
+    const body = await target.get(key, signal)
+    return to ? writeHashed(to, body, signal) : sumsOf(body)
+  }
+  const from = await target.open(key)
+  try {
+    return await copy(from, to, size, signal)
+  } finally {
+    await from.close()
+  }
+}
 
 /** one file to copy: read from `path` inside `root`, written to `key` */
 export interface SourceFile<T> {
@@ -51,6 +70,8 @@ export interface CopyOptions {
   signal: AbortSignal
   /** a copy already on the target that checks out is kept (a rerun after a crash); needs known checksums */
   reuse: boolean
+  /** the one pass over each file (Copier.copy: large files in worker threads); in this thread without one */
+  copy?: CopyFds
   onRetry?: (err: unknown, what: string) => void
 }
 
@@ -87,13 +108,13 @@ export async function copyVerified<T>(target: Target, files: Array<SourceFile<T>
       }
     })
     const failed = await batch.commit()
-    for (const [key, err] of failed) if (!isFileFailure(err)) throw err
+    for (const err of failed.values()) if (!isFileFailure(err)) throw err
     await eachLimit(sent, PARALLEL, async ({ file, sums, size, mtimeMs }) => {
       try {
         const err = failed.get(file.key)
         if (err) throw err
         // nothing below `none`: a copy must at least have the size of its original before anything is released
-        await retry(`verification of ${file.key}`, () => verify(target, file.key, sums, check === 'none' ? 'size' : check, signal))
+        await retry(`verification of ${file.key}`, () => verify(target, file.key, sums, check === 'none' ? 'size' : check, signal, options.copy))
         out.push({ item: file.item, sums, size, mtimeMs, reused: false })
       } catch (err) {
         if (signal.aborted || !isFileFailure(err)) throw err
@@ -118,14 +139,16 @@ async function copyOne<T>(target: Target, batch: ReturnType<Target['batch']>, fi
     const mtimeMs = Math.floor(opened.stats.mtimeMs)
     const known = file.known && file.known.size === size && file.known.mtimeMs === mtimeMs ? file.known.sums : null
     // S3 metadata is set when the upload starts: without known checksums the file is read twice there
-    const sums = known ?? (target.needsSumsFirst ? await sumsOf(readAll(opened.handle, size)) : null)
+    const copy = options.copy ?? copyInThread
+    const sums = known ?? (target.needsSumsFirst ? await copy(opened.handle, null, size, options.signal) : null)
     if (options.reuse && sums) {
       // a rerun after a crash: a copy that is there and checks out is not sent again
       const there = await target.head(file.key)
-      if (there && there.size === sums.size && (await verify(target, file.key, sums, options.check === 'none' ? 'size' : options.check, options.signal).then(() => true, () => false)))
+      if (there && there.size === sums.size && (await verify(target, file.key, sums, options.check === 'none' ? 'size' : options.check, options.signal, copy).then(() => true, () => false)))
         return { sums, size, mtimeMs, reused: true }
     }
-    const got = await batch.put(file.key, readAll(opened.handle, size), sums, options.signal)
+    // a disk target takes the file by descriptor (one pass in a worker); S3 streams it through its upload
+    const got = batch.putFile ? await batch.putFile(file.key, opened.handle, size, copy, options.signal) : await batch.put(file.key, readAll(opened.handle, size), sums, options.signal)
     const after = await opened.handle.stat()
     if (changed(before, after) || got.size !== size || (sums && !sameSums(got, sums))) {
       await batch.drop(file.key)

@@ -15,10 +15,9 @@ export function registerTemplateRoutes({ routes }: RegisterApi) {
     templates: await service(ctx).listSerialized(ctx.resolve(coreServices.knex), ctx.user),
   }))
 
-  routes.get('/templates/:id', { access: 'authenticated', params: IdParams, summary: 'show a template' }, async (ctx) => {
-    const s = service(ctx)
-    return { template: s.serialize(await s.get(ctx.em, ctx.params.id), ctx.user) }
-  })
+  routes.get('/templates/:id', { access: 'authenticated', params: IdParams, summary: 'show a template' }, async (ctx) => ({
+    template: await service(ctx).getSerialized(ctx.resolve(coreServices.knex), ctx.params.id, ctx.user),
+  }))
 
   routes.post('/templates', { access: MANAGE, input: TemplateInput, summary: 'create a template' }, async (ctx) => {
     const changes = readChanges(ctx, true)

@@ -16,6 +16,18 @@ export interface TemplateChanges {
 type TemplateFields = Pick<Template, 'id' | 'name' | 'templateType' | 'position' | 'substitutionPatterns' | 'folder' | 'createdAt' | 'updatedAt'>
 const LIST_COLUMNS = ['id', 'name', 'template_type', 'position', 'substitution_patterns', 'folder', 'created_at', 'updated_at']
 
+/** a row of LIST_COLUMNS as the fields `json` reads */
+const fieldsOf = (r: Record<string, any>): TemplateFields => ({
+  id: column.int(r.id),
+  name: r.name,
+  templateType: r.template_type,
+  position: column.int(r.position),
+  substitutionPatterns: column.json<SubstitutionPattern[]>(r.substitution_patterns, []),
+  folder: r.folder,
+  createdAt: column.date(r.created_at)!,
+  updatedAt: column.date(r.updated_at)!,
+})
+
 const exists = (p: string) => stat(p).then(() => true, () => false)
 
 /** "X copy", "X copy 2" …, shortened so that the copy of a long name still fits `name` (PostgreSQL refuses longer ones) */
@@ -32,6 +44,7 @@ const copyName = (name: string, n: number) => {
 export class TemplateService {
   constructor(readonly root: string) {}
   private listStatement?: PreparedRead
+  private oneStatement?: PreparedRead
 
   directoryOf(t: Template): string {
     return path.join(this.root, t.folder)
@@ -72,21 +85,15 @@ export class TemplateService {
     // prepared once: building the query with knex cost more than running it (bench/routes.ts)
     this.listStatement ??= preparedRead(knex, `select ${LIST_COLUMNS.join(', ')} from templates order by position, id`)
     const rows = await this.listStatement([])
-    return rows.map((r) =>
-      this.json(
-        {
-          id: column.int(r.id),
-          name: r.name,
-          templateType: r.template_type,
-          position: column.int(r.position),
-          substitutionPatterns: column.json<SubstitutionPattern[]>(r.substitution_patterns, []),
-          folder: r.folder,
-          createdAt: column.date(r.created_at)!,
-          updatedAt: column.date(r.updated_at)!,
-        },
-        viewer,
-      ),
-    )
+    return rows.map((r) => this.json(fieldsOf(r), viewer))
+  }
+
+  /** `get`, serialised, from a plain row (GET /templates/:id): as `listSerialized`, without entities */
+  async getSerialized(knex: Knex, id: number, viewer: Principal | undefined): Promise<ReturnType<TemplateService['serialize']>> {
+    this.oneStatement ??= preparedRead(knex, `select ${LIST_COLUMNS.join(', ')} from templates where id = ?`)
+    const [row] = await this.oneStatement([id])
+    if (!row) throw notFound('template', id)
+    return this.json(fieldsOf(row), viewer)
   }
 
   async get(em: EntityManager, id: number): Promise<Template> {

@@ -30,6 +30,8 @@ onEachDatabase(t, 'create, list, use and delete API keys', async (t, s) => {
     ['test', 'render farm', 'laptop', 'script'],
     'several keys per user, oldest first',
   )
+  const { key: _secret, ...listedAs } = key
+  t.same(list.body.api_keys[1], listedAs, 'listed as created, but for the secret (plain rows on both databases: ids, dates)')
   for (const k of list.body.api_keys) {
     t.notOk('key' in k, `no secret in the list (${k.name})`)
     t.notOk('secret_hash' in k, `no digest in the list (${k.name})`)
@@ -110,6 +112,8 @@ onEachDatabase(t, 'a user manages their own keys, an administrator anyone', asyn
 
   t.equal((await s.request('DELETE', `/user/${other.id}/api_keys/${otherKey.id}`, { token: s.admin.token })).status, 200)
   assertProblem(t, await s.request('GET', '/session', { token: other.token }), 401)
+  t.equal((await s.request('DELETE', `/user/${other.id}/api_keys/${made.body.apikey.id}`, { token: s.admin.token })).status, 200)
+  t.same((await s.request('GET', `/users/${other.id}/api_keys`, { token: s.admin.token })).body, { api_keys: [] }, 'a user without keys: an empty list, not a 404')
 
   // unknown users and keys
   assertProblem(t, await s.request('GET', '/users/999999/api_keys', { token: s.admin.token }), 404)

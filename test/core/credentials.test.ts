@@ -1,4 +1,5 @@
 import t from 'tap'
+import http from 'node:http'
 import { assertProblem, onEachDatabase } from '../../core/testing/index.js'
 import { tokenCalls, tokenPlugin } from '../fixtures/token-plugin.js'
 
@@ -55,3 +56,37 @@ onEachDatabase(
   },
   { extraPlugins: [tokenPlugin] },
 )
+
+onEachDatabase(t, 'credentials on one keep-alive connection: each request is the user of the credential it sends', async (t, s) => {
+  // the digest of a connection's last credential is kept with the connection: a different one must not reuse it
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+  const sockets = new Set<unknown>()
+  const get = (token: string) =>
+    new Promise<{ status: number; body: any }>((resolve, reject) => {
+      const req = http.get(`${s.url}/session/user_id`, { agent, headers: { authorization: `Bearer ${token}` } }, (res) => {
+        sockets.add(res.socket)
+        let text = ''
+        res.setEncoding('utf8')
+        res.on('data', (chunk) => (text += chunk))
+        res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }))
+      })
+      req.on('error', reject)
+    })
+  try {
+    const [prefix] = s.admin.token.match(/^mk_\d+_/)!
+    for (const [token, expected] of [
+      [s.admin.token, s.admin.id],
+      [s.admin.token, s.admin.id],
+      [s.user.token, s.user.id],
+      [`${prefix}${'x'.repeat(s.admin.token.length - prefix.length)}`, 401],
+      [s.admin.token, s.admin.id],
+    ] as const) {
+      const res = await get(token)
+      if (expected === 401) t.equal(res.status, 401, 'a wrong secret for the same key id')
+      else t.same([res.status, res.body], [200, { hash: { user_id: expected } }])
+    }
+    t.equal(sockets.size, 1, 'all on one connection')
+  } finally {
+    agent.destroy()
+  }
+})

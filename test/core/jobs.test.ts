@@ -163,6 +163,28 @@ onEachDatabase(
       t.match(await settled(s, ok.id), { state: 'finished', result: { doubled: 42 } }, 'a matching payload runs')
     })
 
+    await t.test('jobs enqueued in a transaction exist only if it commits, and run once it has', async (t) => {
+      const knex = s.runtime.db.knex
+      const rolledBack = await knex
+        .transaction(async (trx) => {
+          const job = await s.runtime.jobs.enqueue(Typed, { n: 1 }, { trx })
+          await s.runtime.jobs.enqueueMany([{ type: Typed, payload: { n: 2 } }], { trx })
+          throw Object.assign(new Error('the change fails'), { jobId: job.id })
+        })
+        .catch((err) => err.jobId as number)
+      t.notOk(await knex('jobs').where({ id: rolledBack }).first('id'), 'rolled back with the change: no job')
+      let ids: number[] = []
+      await knex.transaction(async (trx) => {
+        const one = await s.runtime.jobs.enqueue(Typed, { n: 3 }, { trx, userId: s.user.id })
+        const [two] = await s.runtime.jobs.enqueueMany([{ type: Typed, payload: { n: 4 }, options: { userId: s.user.id } }], { trx })
+        ids = [one.id, two.id]
+        // another connection does not see them before the commit (SQLite has one writer: checked by the rollback above)
+        if (s.db === 'postgresql') t.equal((await s.runtime.db.knex('jobs').whereIn('id', ids)).length, 0, 'not visible before the commit')
+      })
+      t.match(await settled(s, ids[0]), { state: 'finished', result: { doubled: 6 } }, 'committed: the first runs')
+      t.match(await settled(s, ids[1]), { state: 'finished', result: { doubled: 8 } }, 'and the batch')
+    })
+
     await t.test('claim tokens and faults: held leases are not swept, hand-backs count no attempt', async (t) => {
       // a type no runner of this server claims: the queue alone, as the runner drives it. The server's
       // own runner is paused meanwhile: its sweep fails lapsed last attempts of any type, and would

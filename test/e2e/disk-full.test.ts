@@ -272,10 +272,14 @@ for (const db of databaseKinds()) t.test(`a full data dir: writes answer 507, jo
 // then the analysis job could not be queued nor the storage journal's entry deleted (SQLITE_FULL),
 // and the request answered 507 "nothing was stored" while the asset existed. Now the answer says
 // what was stored; the entry stays and its repair queues the analysis once the database can grow.
-t.test('an upload that fits while the database cannot grow: its answer tells what was stored', { skip }, async (t) => {
+// That repair waited for a restart: the journal's sweep skipped every entry of its own process, so
+// the asset stayed unanalysed (and the entry held its project's scope against folder moves) until
+// then. The sweep now repairs an own entry that no running operation holds.
+t.test('an upload that fits while the database cannot grow: its answer tells what was stored; space back, its analysis runs without a restart', { skip }, async (t) => {
   const disk = (await mountTmpfs(24 << 20, 2000)) as Tmpfs
   t.teardown(() => disk.unmount())
-  const server = await startTestServer({ db: 'sqlite', dataDir: disk.dir })
+  // short leases: the journal sweeps (and a left entry's lease lapses) every second
+  const server = await startTestServer({ db: 'sqlite', dataDir: disk.dir, config: { jobs: { leaseMs: 1000 } } })
   t.teardown(() => server.close())
   const project = (await server.request('POST', '/projects', { token: server.admin.token, json: { name: 'Little room' } })).body.project
   await disk.fill({ inodes: false })
@@ -286,4 +290,15 @@ t.test('an upload that fits while the database cannot grow: its answer tells wha
   const assets = (await server.request('GET', `/projects/${project.id}/assets`, { token: server.admin.token })).body.assets
   const stored = assets.some((a: any) => a.name === 'fits.bin')
   t.ok(reply.status === 201 ? stored : !stored, `answered ${reply.status} (${reply.body?.code ?? ''}) while the asset ${stored ? 'was' : 'was not'} stored`)
+  const journal = async () => Number((await server.runtime.db.knex('storage_journal').count({ n: '*' }))[0].n)
+  t.comment(`entries left in the storage journal while the disk is full: ${await journal()}`)
+
+  await disk.free()
+  await waitFor('the storage journal to be repaired', async () => (await journal()) === 0, 30_000)
+  t.pass('space back: the journal was repaired by this process, without a restart')
+  if (stored) {
+    const id = assets.find((a: any) => a.name === 'fits.bin').id
+    const asset = await waitForAsset(server, server.admin.token, id, (a) => a.analysis_state === 'ready', 30_000)
+    t.match(asset, { analysis_state: 'ready', type: 'other' }, 'the stored upload was analysed')
+  }
 })

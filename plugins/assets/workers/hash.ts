@@ -11,6 +11,13 @@ export interface HashTask {
    */
   fd: number
   sha256: boolean
+  /**
+   * Set to 1 when the job is cancelled or stopped (`hashDescriptor`, hash-jobs.ts): the task stops
+   * between two reads, once the read in flight settled. The task is never ended from outside (its
+   * thread terminated while the job closes the descriptor), which could leave a read queued on a
+   * closed descriptor, or on one the process had meanwhile reused for another file.
+   */
+  stop?: Int32Array
 }
 
 export interface HashResult {
@@ -43,6 +50,7 @@ export default async function hash(task: HashTask): Promise<HashResult> {
       const { bytesRead } = await pending
       pending = null
       if (!bytesRead) break
+      if (task.stop && Atomics.load(task.stop, 0)) throw Object.assign(new Error('cancelled'), { name: 'AbortError' })
       const chunk = buffers[i].subarray(0, bytesRead)
       bytes += bytesRead
       pending = readAt(task.fd, buffers[i ^ 1], 0, CHUNK, bytes)

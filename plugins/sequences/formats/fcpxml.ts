@@ -1,5 +1,5 @@
 import { clipEnd, fileNameOf, sequenceLength, type SequenceClip, type SequenceDoc, type SequenceMarker } from '../model.js'
-import { canDrop, framesOfSeconds, parseSeconds, secondsOfFrames, toRate, type Rate } from '../time.js'
+import { canDrop, framesOfSeconds, parseSeconds, secondsOfFrames, toRate } from '../time.js'
 import { SequenceFormatError, xmlText as x } from './errors.js'
 import { parseXml, textOf } from './xml.js'
 

@@ -9,6 +9,13 @@ import { MamError, isInside, relativeSegments } from '../../../core/index.js'
 const PART = '.mamkit-part-'
 /** fsyncs in flight at once in a batch's commit */
 const SYNCS_AT_ONCE = 8
+/**
+ * From this size a file put from a descriptor is flushed as soon as it is written, not at the
+ * commit: few such files are in flight at once (no pile of fsyncs holding the thread pool), and
+ * the device writes one while the CPU hashes the next. Small files wait for the commit, where
+ * the file system joins their flushes.
+ */
+const EARLY_SYNC_FROM = 8 << 20
 
 
 /** a full disk is the client's business (507), named so; other errors stay what they are */
@@ -58,48 +65,59 @@ export class DiskTarget implements Target {
 
   batch(): PutBatch {
     // key → the temporary file it is written to (still open, for the commit's fsync) and the file it becomes
-    const staged = new Map<string, { temp: string; file: string; handle: FileHandle }>()
+    const staged = new Map<string, { temp: string; file: string; handle: FileHandle; synced?: Promise<unknown> }>()
     // folders made by this batch already (a page of files mostly shares a few)
     const made = new Set<string>()
     const remove = async (key: string) => {
       const s = staged.get(key)
       staged.delete(key)
       if (!s) return
+      await s.synced
       await s.handle.close().catch(() => {})
       await rm(s.temp, { force: true })
     }
-    return {
-      put: async (key, source, _sums, signal) => {
-        const file = await this.file(key)
-        const dir = path.dirname(file)
-        const temp = path.join(dir, `${PART}${randomBytes(6).toString('hex')}`)
-        let handle: FileHandle | undefined
-        try {
-          if (!made.has(dir)) {
-            await mkdir(dir, { recursive: true })
-            made.add(dir)
-          }
-          handle = await open(temp, 'wx')
-          const sums = await writeHashed(handle, source, signal)
-          if (staged.has(key)) await remove(key)
-          staged.set(key, { temp, file, handle })
-          return sums
-        } catch (err) {
-          source.destroy()
-          await handle?.close().catch(() => {})
-          if (handle) await rm(temp, { force: true })
-          throw diskError(err, this.destination)
+    /** writes one object to a temporary name beside its place, kept open for the commit's fsync */
+    const stage = async (key: string, write: (handle: FileHandle) => Promise<Sums>, syncNow = false): Promise<Sums> => {
+      const file = await this.file(key)
+      const dir = path.dirname(file)
+      const temp = path.join(dir, `${PART}${randomBytes(6).toString('hex')}`)
+      let handle: FileHandle | undefined
+      try {
+        if (!made.has(dir)) {
+          await mkdir(dir, { recursive: true })
+          made.add(dir)
         }
-      },
+        handle = await open(temp, 'wx')
+        const sums = await write(handle)
+        if (staged.has(key)) await remove(key)
+        // a large file's flush starts at once (the commit waits for it): the device writes while the next files are hashed
+        const synced = syncNow ? handle.sync().then(() => null, (err: unknown) => err) : undefined
+        staged.set(key, { temp, file, handle, synced })
+        return sums
+      } catch (err) {
+        await handle?.close().catch(() => {})
+        if (handle) await rm(temp, { force: true })
+        throw diskError(err, this.destination)
+      }
+    }
+    return {
+      put: (key, source, _sums, signal) =>
+        stage(key, (handle) => writeHashed(handle, source, signal)).catch((err) => {
+          source.destroy()
+          throw err
+        }),
+      putFile: (key, from, size, copy, signal) => stage(key, (handle) => copy(from, handle, size, signal), size >= EARLY_SYNC_FROM),
       drop: remove,
       commit: async () => {
         const failed = new Map<string, Error>()
         const entries = [...staged]
         staged.clear()
         // the data first, several files at once (the file system joins their journal commits) …
-        await eachLimit(entries, SYNCS_AT_ONCE, async ([key, { temp, handle }]) => {
+        await eachLimit(entries, SYNCS_AT_ONCE, async ([key, { temp, handle, synced }]) => {
           try {
-            await handle.sync()
+            const early = await synced
+            if (early) throw early
+            if (!synced) await handle.sync()
           } catch (err) {
             failed.set(key, diskError(err, this.destination) as Error)
           } finally {
@@ -131,6 +149,10 @@ export class DiskTarget implements Target {
   async head(key: string): Promise<Head | null> {
     const info = await stat(await this.file(key)).catch(() => null)
     return info?.isFile() ? { size: info.size } : null
+  }
+
+  async open(key: string): Promise<FileHandle> {
+    return open(await this.file(key), 'r')
   }
 
   /** the object's bytes in reads of up to 1 MiB (a plain loop of reads: a missing object fails here, not in the stream) */

@@ -35,6 +35,8 @@ export interface Target {
   /** several puts made durable together (see PutBatch) */
   batch(): PutBatch
   head(key: string): Promise<Head | null>
+  /** the object's file opened for reading (disk targets): read by descriptor, in a worker thread (see Copier) */
+  open?(key: string): Promise<FileHandle>
   get(key: string, signal?: AbortSignal): Promise<Readable>
   delete(key: string): Promise<void>
   /** every key below `prefix` (`prefix/…`) */
@@ -56,6 +58,8 @@ export interface Target {
 export interface PutBatch {
   /** like Target.put; `sums` may be null where the target does not need them first (returns what was written) */
   put(key: string, source: Readable, sums: Sums | null, signal?: AbortSignal): Promise<Sums>
+  /** like put, from an open file (disk targets): `copy` writes its bytes to the object's temporary file and hashes them */
+  putFile?(key: string, from: FileHandle, size: number, copy: CopyFds, signal?: AbortSignal): Promise<Sums>
   /** an object put in this batch that must not appear after all (its source changed while it was sent) */
   drop(key: string): Promise<void>
   /** makes what was put durable under its key; the keys that could not be (a full disk …) with their error */
@@ -63,6 +67,9 @@ export interface PutBatch {
   /** removes what was put and not committed */
   abort(): Promise<void>
 }
+
+/** the bytes of `from` from offset 0 written to `to` at the same offsets (or only read, `to` null), and their sums (Copier.copy) */
+export type CopyFds = (from: FileHandle, to: FileHandle | null, size: number, signal?: AbortSignal) => Promise<Sums>
 
 /** our checksums of bytes as they come */
 export class Hashing {
@@ -155,6 +162,9 @@ export function readAll(handle: FileHandle, sizeHint?: number): Readable {
     { objectMode: false },
   )
 }
+
+/** CopyFds in the caller's thread (async positional reads and writes): small files, and tools without a Copier */
+export const copyInThread: CopyFds = (from, to, size, signal) => (to ? writeHashed(to, readAll(from, size), signal) : sumsOf(readAll(from, size)))
 
 /** flushes a file or a directory to the device */
 export async function fsyncPath(file: string, flags: 'r' | 'r+'): Promise<void> {

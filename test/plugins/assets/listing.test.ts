@@ -32,13 +32,27 @@ onEachDatabase(t, 'assets and count_assets of a project, by folder, paginated', 
   const walked: string[] = []
   for (let after: string | null = null, pages = 0; pages < 10; pages++) {
     const reply = await list({ recursive: 'true', per_page: '3', ...(after ? { after } : {}) })
-    t.equal(reply.headers.get('x-total-count'), String(Object.keys(FILES).length))
+    // the walk's first page counts; keyset pages do not count again (README: X-Total-Count)
+    t.equal(reply.headers.get('x-total-count'), after ? null : String(Object.keys(FILES).length), `keyset page ${pages + 1}: X-Total-Count`)
     walked.push(...paths(reply))
     const next = reply.headers.get('x-next-after')
     if (!next) break
     after = decodeURIComponent(next)
   }
   t.same(walked, byOffset, 'keyset pages cover the project once, in order')
+  // asked for, a keyset page counts; asked not to, an OFFSET page does not
+  const counted = await list({ recursive: 'true', per_page: '3', after: 'a.txt', total: 'true' })
+  t.equal(counted.headers.get('x-total-count'), String(Object.keys(FILES).length), 'total=true on a keyset page')
+  t.equal(counted.body.assets.length, 3)
+  t.equal((await list({ recursive: 'true', total: 'false' })).headers.get('x-total-count'), null, 'total=false on an OFFSET page')
+  // a full first page needs the count; a page past the end too
+  const full = await list({ folder: 'Media', recursive: 'true', per_page: '3' })
+  t.same(paths(full).length, 3)
+  t.equal(full.headers.get('x-total-count'), '3')
+  t.equal((await list({ folder: 'Media', recursive: 'true', per_page: '2', page: '1' })).headers.get('x-total-count'), '3', 'a full page: counted')
+  t.equal((await list({ folder: 'Media', recursive: 'true', per_page: '2', page: '5' })).headers.get('x-total-count'), '3', 'past the end: counted')
+  t.equal((await list({ folder: 'Nowhere' })).headers.get('x-total-count'), '0')
+  assertProblem(t, await list({ total: 'maybe' }), 422, ['total'])
   t.same(paths(await list({ folder: 'Media', recursive: 'true', after: 'Media/c.txt' })), ['Media/d.txt', 'Media/Sub/e.txt'].filter((x) => byOffset.indexOf(x) > byOffset.indexOf('Media/c.txt')), 'after a path, within a folder filter')
   assertProblem(t, await list({ after: 'a.txt', page: '2' }), 422, ['page'])
   assertProblem(t, await list({ after: '../outside' }), 422, ['after'])

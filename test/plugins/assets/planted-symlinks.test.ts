@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process'
-import { readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises'
+import { readFile, rm, stat, symlink, utimes } from 'node:fs/promises'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import { crc32 } from 'node:zlib'

@@ -77,6 +77,16 @@ onEachDatabase(t, 'users: list, show, create', async (t, s) => {
   t.equal(await s.runtime.db.knex('users').whereIn('username', ['eve', 'frank', 'fr ank']).count({ n: '*' }).first().then((r: any) => Number(r.n)), 0, 'no refused user was created')
   const short = await s.request('POST', '/users', { token: s.admin.token, json: { user: { username: 'frank', password: 'short' } } })
   t.match(short.body.errors, [{ param: 'user[password]', message: /8 characters/ }], 'the password policy is named')
+
+  // pages by username, every page with the total; emails only for administrators (and oneself)
+  const page = async (n: number, token = s.user.token) => s.request('GET', '/users', { token, query: { page: String(n), per_page: '2' } })
+  const [one, two, three] = [await page(1), await page(2), await page(3)]
+  t.same([one, two, three].map((p) => p.body.users.map((u: { username: string }) => u.username)), [['admin', 'carol'], ['dave', 'editor'], []])
+  t.same([one, two, three].map((p) => p.headers.get('x-total-count')), ['4', '4', '4'], 'the total on full, last and past-the-end pages')
+  for (const u of [...one.body.users, ...two.body.users]) assertUser(t, u)
+  t.same(two.body.users.map((u: { email?: string }) => 'email' in u), [false, true], "another user's email is hidden, one's own shown")
+  t.ok((await page(1, s.admin.token)).body.users.every((u: object) => 'email' in u), 'administrators see every email')
+  assertProblem(t, await s.request('GET', '/users', { token: s.user.token, query: { per_page: '0' } }), 422, ['per_page'])
 })
 
 onEachDatabase(t, 'users: update own profile, password and privileges', async (t, s) => {

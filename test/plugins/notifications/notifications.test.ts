@@ -1,5 +1,4 @@
 import t from 'tap'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { assertProblem, onEachDatabase, startMailCatcher, parseMail, createProject, readerAndStranger, waitFor, type TestServer, type TestUser } from '../../../core/testing/index.js'
 import { notificationServices } from '../../../plugins/notifications/index.js'
 import { FANOUT_JOB } from '../../../core/outbox.js'

@@ -11,6 +11,22 @@ onEachDatabase(t, 'metrics: Prometheus text, by route pattern; access by loopbac
   t.match(scrape.headers.get('content-type'), /^text\/plain; version=0\.0\.4/)
   t.match(scrape.text, /mamkit_http_requests_total\{method="GET",route="\/api\/v1\/status_flags\/:id",status="404"\} 1/, 'by pattern, not path')
   t.match(scrape.text, /mamkit_http_request_duration_seconds_bucket\{le="0\.005",method="GET",route="\/api\/v1\/status_flags\/:id",status="404"\}/)
+  // counted in the request path, handed to prom-client when scraped: a second request adds to the same lines
+  await s.request('GET', '/status_flags/23456', { token: s.user.token })
+  const again = (await s.request('GET', '/metrics')).text
+  const line = (name: string) => new RegExp(`^${name}\\{([^}]*)\\} (\\S+)$`, 'gm')
+  const of = (text: string, name: string, labels: string) => [...text.matchAll(line(name))].filter((m) => m[1] === labels).map((m) => Number(m[2]))
+  const flag404 = 'method="GET",route="/api/v1/status_flags/:id",status="404"'
+  t.same(of(again, 'mamkit_http_requests_total', flag404), [2])
+  const buckets = ['0.005', '0.01', '0.025', '0.05', '0.1', '0.25', '0.5', '1', '2.5', '5', '10', '+Inf'].map((le) => of(again, 'mamkit_http_request_duration_seconds_bucket', `le="${le}",${flag404}`)[0])
+  t.equal(buckets.length, 12)
+  t.ok(buckets.every((n, i) => n >= 0 && n <= 2 && (i === 0 || n >= buckets[i - 1])), `cumulative buckets (${buckets})`)
+  t.equal(buckets[11], 2, '+Inf holds every request')
+  t.same(of(again, 'mamkit_http_request_duration_seconds_count', flag404), [2])
+  const [sum] = of(again, 'mamkit_http_request_duration_seconds_sum', flag404)
+  t.ok(sum > 0 && sum < 10, `the sum in seconds (${sum})`)
+  t.match(again, /# TYPE mamkit_http_request_duration_seconds histogram/)
+  t.same(of(again, 'mamkit_http_requests_total', 'method="GET",route="/api/v1/metrics",status="200"'), [1], 'the first scrape, counted')
   t.match(scrape.text, /mamkit_db_pool_connections\{state="used"\}/)
   t.match(scrape.text, /# TYPE mamkit_jobs gauge/)
   t.notOk(scrape.text.includes('12345'), 'no ids from paths')

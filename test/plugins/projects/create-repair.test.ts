@@ -1,4 +1,6 @@
 import t from 'tap'
+import { existsSync, readdirSync } from 'node:fs'
+import path from 'node:path'
 import { conflict } from '../../../core/index.js'
 import { onEachDatabase, createProject, type TestServer } from '../../../core/testing/index.js'
 import type { StorageJournal } from '../../../core/storage/journal.js'
@@ -64,17 +66,25 @@ onEachDatabase(t, "the start-up repair of a placed creation runs the create hook
   t.equal(calls.length, 1)
 })
 
-onEachDatabase(t, 'a create hook that refuses during a repair leaves the project complete without its rows (no repair failing forever)', async (t, s) => {
+onEachDatabase(t, 'a create hook that refuses in the request leaves no project: no row, rights, folder, event or journal entry', async (t, s) => {
+  let refuse = true
   service(s).createHooks.add({
     async created() {
-      throw conflict('This hook refuses')
+      if (refuse) throw conflict('This hook refuses')
     },
   })
-  // the request fails in its last transaction; the tree is in place, so the repair run at once completes it
+  const before = await s.runtime.db.knex('access_rights').count({ n: '*' })
   const reply = await s.request('POST', '/projects', { token: s.user.token, json: { project: { name: 'Refused' } } })
   t.equal(reply.status, 409, 'the request hears the refusal')
-  const row = await s.runtime.db.knex('projects').where({ name: 'Refused' }).first('id')
-  t.ok(row, 'the project row stays (its folder is in place)')
-  t.equal(await outboxEvents(s, Number(row.id)), 1, 'project.created published by the repair')
+  t.match(reply.body, { detail: 'This hook refuses' })
+  t.notOk(await s.runtime.db.knex('projects').where({ name: 'Refused' }).first('id'), 'no project row')
+  t.same(await s.runtime.db.knex('access_rights').count({ n: '*' }), before, 'no access right left')
+  const root = path.join(s.dataDir, 'storage', 'default')
+  t.notOk(existsSync(path.join(root, 'Refused')), 'no project folder')
+  t.same(readdirSync(path.join(root, '.mamkit-trash')).filter((n) => n.startsWith('creating-')), [], 'no staging folder')
+  t.equal(Number((await s.runtime.db.knex('event_outbox').where({ name: 'project.created' }).count({ n: '*' }))[0].n), 0, 'no project.created')
   t.equal(Number((await s.runtime.db.knex('storage_journal').count({ n: '*' }))[0].n), 0, 'no journal entry left')
+  // the name is free again
+  refuse = false
+  t.equal((await s.request('POST', '/projects', { token: s.user.token, json: { project: { name: 'Refused' } } })).status, 201)
 })

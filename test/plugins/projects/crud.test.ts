@@ -3,7 +3,7 @@ import { mkdir, readdir } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import t from 'tap'
-import { assertProblem, onEachDatabase, createProject, grant, readerAndStranger, teamWith, waitForJob } from '../../../core/testing/index.js'
+import { assertProblem, onEachDatabase, createProject, grant, readerAndStranger, waitForJob } from '../../../core/testing/index.js'
 import { exists, listTree, makeTemplate, row } from './fixtures.js'
 
 const media = mkdtempSync(path.join(tmpdir(), 'mamkit-media-'))
@@ -112,7 +112,7 @@ onEachDatabase(t, 'users without the projects.create capability get 403', async 
 
 onEachDatabase(t, 'list, search, show and total size follow access rights', async (t, s) => {
   const a = await createProject(s, s.user, { name: 'Alpha Trailer' })
-  const b = await createProject(s, s.user, { name: 'Beta Promo', is_library_project: true })
+  await createProject(s, s.user, { name: 'Beta Promo', is_library_project: true })
   const c = await createProject(s, s.admin, { name: 'Gamma 100% Trailer' })
   const d = await createProject(s, s.admin, { name: 'Delta_x' })
   const { reader, stranger } = await readerAndStranger(s, a.id)

@@ -1,8 +1,8 @@
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
-import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'
+import { assertProblem, onEachDatabase, waitFor, waitForJobs, type TestServer } from '../../helpers/index.js'
 import { createProject, readerAndStranger } from '../projects/fixtures.js'
-import { makeField, makeSet } from '../custom-metadata/fixtures.js'
+import { insertAssets, makeField, makeSet } from '../custom-metadata/fixtures.js'
 
 async function asset(s: TestServer, projectId: number, path: string, metadata: Record<string, unknown> = {}, type = 'video'): Promise<number> {
   const now = new Date()
@@ -158,3 +158,139 @@ onEachDatabase(t, 'search: prefixes, phrases, exclusions, field:value, filters, 
   t.equal((await s.request('DELETE', `/projects/${beta.id}`, { token: s.admin.token })).status, 200)
   t.same(names(await find('interview')), ['interview draft.wav', 'interview_01.mov'])
 })
+
+onEachDatabase(
+  t,
+  'search: GET /settings/metadata_properties flags the whitelisted properties searchable; PUT /settings changes the list and the index follows',
+  async (t, s) => {
+    const project = await createProject(s, s.user, { name: 'Whitelist' })
+    await asset(s, project.id, 'a/grade.mov', { pixel_format: 'yuv422p10le', video_codec: 'prores' })
+    const flags = async () => {
+      const r = await s.request('GET', '/settings/metadata_properties', { token: s.user.token })
+      t.equal(r.status, 200, r.text)
+      return Object.fromEntries(r.body.metadata_properties.map((p: any) => [p.name, p.searchable]))
+    }
+    const before = await flags()
+    t.equal(before.video_codec, true, 'a default property is searchable')
+    t.equal(before.pixel_format, false, 'another is not')
+    t.equal(Object.values(before).filter((v) => v === true).length, 9, 'the nine defaults, each property flagged')
+    assertProblem(t, await s.request('GET', '/search', { token: s.user.token, query: { term: 'pixel_format:yuv' } }), 422, ['term'])
+
+    assertProblem(t, await s.request('PUT', '/settings', { token: s.user.token, json: { settings: { search: { properties: ['pixel_format'] } } } }), 403)
+    const put = await s.request('PUT', '/settings', { token: s.admin.token, json: { settings: { search: { properties: ['pixel_format', 'reel_name'] } } } })
+    t.equal(put.status, 200, put.text)
+    const after = await flags()
+    t.same(
+      Object.keys(after).filter((k) => after[k]),
+      ['pixel_format', 'reel_name'],
+      'the route shows the list in force',
+    )
+    // the change queues search.reindex (after the setting is in force): wait until it found the document
+    const byPixels = () => s.request('GET', '/search', { token: s.user.token, query: { term: 'pixel_format:yuv422' } })
+    await waitFor('the reindex', async () => names(await byPixels()).length > 0)
+    await waitForJobs(s, { types: ['search.reindex'] })
+    t.same(names(await byPixels()), ['grade.mov'], 'the reindex put the newly whitelisted property in the documents')
+    t.same(names(await s.request('GET', '/search', { token: s.user.token, query: { term: 'prores' } })), [], 'a property taken off the list is no longer a word of the document')
+  },
+  { runJobs: true },
+)
+
+onEachDatabase(
+  t,
+  'search: more matches than rankWindow are ranked window by window, newest first; the keyset walks them once across windows, inserts and deletes',
+  async (t, s) => {
+    const project = await createProject(s, s.user, { name: 'Windows' })
+    // eight matches, oldest first: names (the highest rank) on the odd ones, a technical property on the even ones
+    const ids: number[] = []
+    for (let i = 1; i <= 8; i++) ids.push(await asset(s, project.id, i % 2 ? `w/okapi-${i}.mov` : `w/clip-${i}.mov`, i % 2 ? {} : { reel_name: `okapi ${i}` }))
+    const find = (query: Record<string, string>) => s.request('GET', '/search', { token: s.user.token, query: { term: 'okapi', ...query } })
+    const one = await find({ per_page: '50' })
+    t.equal(one.status, 200, one.text)
+    const order: number[] = one.body.assets.map((a: any) => a.id)
+    // windows of three, newest first: [8 7 6] [5 4 3] [2 1], each by rank (names before properties), ties newest first
+    const [a1, a2, a3, a4, a5, a6, a7, a8] = ids
+    const pg = s.runtime.db.dialect === 'postgresql'
+    if (pg) t.same(order, [a7, a8, a6, a5, a3, a4, a1, a2], 'ranked within windows of the three newest matches')
+    else t.same(order, [a7, a5, a3, a1, a8, a6, a4, a2], 'SQLite: one window, every match by rank')
+    const offsets = await find({ per_page: '3', page: '2' })
+    t.same(offsets.body.assets.map((a: any) => a.id), order.slice(3, 6), 'offset pages agree with the one page')
+
+    // pages of two: each window's rest and the next window's start fill one page
+    const walk = async (between?: (page: number) => Promise<void>) => {
+      const seen: number[] = []
+      let after: string | undefined
+      for (let page = 0; page < 20; page++) {
+        const r = await find({ per_page: '2', ...(after ? { after } : {}) })
+        t.equal(r.status, 200, r.text)
+        seen.push(...r.body.assets.map((a: any) => a.id))
+        after = r.headers.get('x-next-after') ?? undefined
+        if (!after) break
+        await between?.(page)
+      }
+      return seen
+    }
+    t.same(await walk(), order, 'the cursor walks every window once, in the one-page order')
+    for (const after of [
+      Buffer.from(JSON.stringify({ a: [1, 5] })).toString('base64url'),
+      Buffer.from(JSON.stringify({ a: [1, 5, 3, 4] })).toString('base64url'),
+      Buffer.from(JSON.stringify({ a: [1, 5, null, -1] })).toString('base64url'),
+    ])
+      assertProblem(t, await find({ after }), 422, ['after'])
+    // rows added or removed while paging move no window: no row twice, none skipped of those that stay.
+    // PostgreSQL only: SQLite's bm25 weighs a word by the whole index, so any insert changes every rank
+    if (!pg) return
+    let added = 0
+    const walked = await walk(async (page) => {
+      if (page === 0) added = await asset(s, project.id, 'w/okapi-new.mov')
+      if (page === 1) await s.runtime.db.knex('assets').where({ id: a3 }).delete()
+    })
+    t.equal(new Set(walked).size, walked.length, 'no row twice')
+    t.same(walked.filter((id) => id !== added), order.filter((id) => id !== a3), 'every remaining row once, in order')
+  },
+  { config: { plugins: { search: { rankWindow: 3 } } } },
+)
+
+onEachDatabase(
+  t,
+  'search: a bulk update above 1,000 assets marks their documents dirty in its transaction (PostgreSQL); the sweeper rebuilds them after commit',
+  async (t, s) => {
+    const set = await makeSet(s, { name: 'Shots', applies_to: 'asset' })
+    await makeField(s, { name: 'reel', type: 'text', custom_metadata_set_id: set.id })
+    const project = await createProject(s, s.user, { name: 'Bulk search' })
+    const ids = await insertAssets(s, project.id, 1200)
+    const knex = s.runtime.db.knex
+    const find = async (term: string) => {
+      const r = await s.request('GET', '/search', { token: s.user.token, query: { term, per_page: '200', project_id: String(project.id) } })
+      if (r.status !== 200) t.fail(r.text)
+      return r.body.assets.length
+    }
+    const metadata = s.runtime.container.resolve<any>('custom-metadata.service')
+    const bulk = async (value: string) => knex.transaction(async (trx) => metadata.bulkApply(trx, s.user.id, ids, await metadata.resolve(trx, { type: 'asset', id: 0 }, { reel: value })))
+    const pg = s.runtime.db.dialect === 'postgresql'
+    if (pg) {
+      // the sweeper stopped: what a crash right after a commit would leave is visible
+      const sweeper = s.runtime.container.resolve<any>('search.sweeper')
+      await sweeper.stop()
+      await bulk('Alpha')
+      t.equal(Number((await knex('search_dirty').count({ n: '*' }))[0].n), 1200, 'the 1,200 documents are marked in the transaction of the values')
+      t.equal(await find('reel:alpha'), 0, 'not yet in the index')
+      await sweeper.sweepNow()
+      t.equal(await find('reel:alpha'), 200, 'swept')
+      await bulk('Bravo')
+      t.equal(await find('reel:alpha'), 200, 'meanwhile search answers from the documents as they were')
+      t.equal(await find('reel:bravo'), 0)
+      await sweeper.sweepNow()
+      t.equal(Number((await knex('search_dirty').count({ n: '*' }))[0].n), 0, 'swept')
+      // a small bulk update (at most 1,000 assets) is in the index when it commits
+      await knex.transaction(async (trx) => metadata.bulkApply(trx, s.user.id, ids.slice(0, 3), await metadata.resolve(trx, { type: 'asset', id: 0 }, { reel: 'Charlie' })))
+      t.equal(Number((await knex('search_dirty').count({ n: '*' }))[0].n), 0, 'no marks for 3 assets')
+      t.equal(await find('reel:charlie'), 3)
+      t.equal(await find('reel:bravo'), 200)
+      t.equal(await find('reel:alpha'), 0)
+    } else {
+      // SQLite keeps refreshing each document in the statement
+      await bulk('Alpha')
+      t.equal(await find('reel:alpha'), 200)
+    }
+  },
+)

@@ -62,6 +62,7 @@ onEachDatabase(t, 'status flags: administrators manage them', async (t, s) => {
   t.equal(shown.status, 200)
   t.same(Object.keys(shown.body), ['status_flag'])
   t.equal(shown.body.status_flag.name, 'Approved')
+  t.same(list.body.array[0], shown.body.status_flag, 'the list (plain rows) and the show (the entity) answer a flag alike on both databases')
   assertProblem(t, await s.request('GET', `/status_flags/${approved.body.status_flag.id}`), 401)
   assertProblem(t, await s.request('GET', '/status_flags/99999', { token: s.user.token }), 404)
   assertProblem(t, await s.request('GET', '/status_flags/abc', { token: s.user.token }), 422, ['id'])

@@ -1,4 +1,4 @@
-import { readFile, stat, writeFile } from 'node:fs/promises'
+import { readFile, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
 import { assertProblem, onEachDatabase, type TestServer } from '../../helpers/index.js'

@@ -5,6 +5,7 @@ import t from 'tap'
 import { assertProblem, onEachDatabase, startTestServer, scratchDatabase } from '../../helpers/index.js'
 import { waitForJob } from '../projects/fixtures.js'
 import { FILES, archivedProject, diskStrategy, sha, targetRoot } from './fixtures.js'
+import type { Copier } from '../../../plugins/strategies/copier.js'
 import { execFileSync } from 'node:child_process'
 
 const dir = await targetRoot(t)
@@ -25,6 +26,8 @@ onEachDatabase(
     assertProblem(t, await s.request('PUT', `/assets/${asset}/copy_to`, { token: stranger.token, json: { strategy: assetStrategy.id } }), 404)
     assertProblem(t, await s.request('PUT', `/assets/${asset}/copy_to`, { token: s.user.token, json: {} }), 422, ['strategy'])
     assertProblem(t, await s.request('PUT', `/assets/${asset}/copy_to`, { token: s.user.token, json: { strategy: projectStrategy.id } }), 422, ['strategy'])
+    const copier = s.runtime.container.resolve<Copier>('strategies.copier')
+    const inWorkers = copier.inWorkers
     const one = await s.request('PUT', `/assets/${asset}/copy_to`, { token: s.user.token, json: { strategy: assetStrategy.id } })
     t.equal(one.status, 202, one.text)
     const job = await waitForJob(s, s.user.token, one.body.job.id)
@@ -34,6 +37,8 @@ onEachDatabase(
     assertProblem(t, await s.request('GET', `/copy_to_status/${one.body.job.id}`, { token: stranger.token }), 404)
     const tree = path.join(dest, `Copied-${p.id}`)
     t.equal(sha(await readFile(path.join(tree, 'Media/clip.mov'))), sums['Media/clip.mov'], 'the asset copied byte-identical')
+    t.ok(copier.inWorkers > inWorkers, 'the 3 MiB clip was copied and hashed in a worker thread (the batched one-pass copy of an archive)')
+    t.same((await readdir(tree, { recursive: true })).filter((f) => String(f).includes('.mamkit-part-')), [], 'no temporary left on the target')
 
     // a folder
     assertProblem(t, await s.request('PUT', '/assets/copy_folder_to', { token: s.user.token, json: { project_id: p.id, path: '../x', strategy: assetStrategy.id } }), 422, ['path'])

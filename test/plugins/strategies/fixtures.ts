@@ -2,7 +2,10 @@ import { createHash, randomBytes } from 'node:crypto'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
+import type tap from 'tap'
+import { S3Client } from '@aws-sdk/client-s3'
 import type { TestServer } from '../../helpers/index.js'
+import { startRgw, type Rgw } from '../../helpers/rgw.js'
 import { waitForQuiet } from '../../helpers/media.js'
 import { createProject, writeTree } from '../projects/fixtures.js'
 import type { ArchiveService } from '../../../plugins/strategies/archive.js'
@@ -68,3 +71,24 @@ export const archives = (s: TestServer) => s.runtime.container.resolve<ArchiveSe
 /** runs the archive job's engine in the test's process, as a job would (servers started with runJobs: false) */
 export const runArchive = (s: TestServer, projectId: number) =>
   archives(s).run(projectId, { signal: new AbortController().signal, progress: () => {}, log: { warn() {}, info() {}, error() {} } as any })
+
+/**
+ * A Ceph RGW for this test file (stopped at teardown), a client of it with the settings that avoid
+ * Ceph's refusals (WHEN_REQUIRED checksums), a disk target root, and the `target` settings of a
+ * strategy on the RGW. Null where it cannot run (packages missing, it would not start): then a
+ * skipped test named `name` says why, never "no tests".
+ */
+export async function rgwForTests(t: typeof tap, name: string) {
+  const rgw: Rgw | string = await startRgw()
+  if (typeof rgw === 'string') {
+    t.comment(`skipped: ${rgw}`)
+    t.test(name, { skip: rgw }, () => {})
+    return null
+  }
+  t.teardown(() => rgw.stop())
+  const client = new S3Client({ endpoint: rgw.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: rgw.accessKeyId, secretAccessKey: rgw.secretAccessKey }, requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED' })
+  t.teardown(() => client.destroy())
+  const dir = await targetRoot(t)
+  const target = (extra: Record<string, unknown> = {}) => ({ endpoint: rgw.endpoint, access_key_id: rgw.accessKeyId, secret_access_key: rgw.secretAccessKey, ...extra })
+  return { rgw, client, dir, target }
+}

@@ -9,22 +9,14 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import t from 'tap'
-import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3'
+import { CreateBucketCommand } from '@aws-sdk/client-s3'
 import { onEachDatabase } from '../../helpers/index.js'
-import { startRgw } from '../../helpers/rgw.js'
 import { exists } from '../projects/fixtures.js'
-import { archivedProject, sha, targetRoot, waitForArchive } from './fixtures.js'
+import { archivedProject, rgwForTests, sha, waitForArchive } from './fixtures.js'
 
-const rgw = await startRgw()
-if (typeof rgw === 'string') {
-  t.comment(`skipped: ${rgw}`)
-  t.test('s3 retries (Ceph RGW)', { skip: rgw }, () => {})
-} else {
-  t.teardown(() => rgw.stop())
-  const client = new S3Client({ endpoint: rgw.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: rgw.accessKeyId, secretAccessKey: rgw.secretAccessKey }, requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED' })
-  t.teardown(() => client.destroy())
-  const dir = await targetRoot(t)
-  const target = (extra: Record<string, unknown> = {}) => ({ endpoint: rgw.endpoint, access_key_id: rgw.accessKeyId, secret_access_key: rgw.secretAccessKey, ...extra })
+const env = await rgwForTests(t, 's3 retries (Ceph RGW)')
+if (env) {
+  const { client, dir, target, rgw } = env
 
   /**
    * A proxy in front of the RGW that answers the first `slowDowns` PUTs with 503 SlowDown (more

@@ -8,23 +8,14 @@
 import { readFile } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
-import { CreateBucketCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3'
+import { CreateBucketCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3'
 import { onEachDatabase } from '../../helpers/index.js'
-import { startRgw } from '../../helpers/rgw.js'
 import { exists, row } from '../projects/fixtures.js'
-import { archivedProject, diskStrategy, sha, targetRoot, waitForArchive } from './fixtures.js'
+import { archivedProject, diskStrategy, rgwForTests, sha, waitForArchive } from './fixtures.js'
 
-const rgw = await startRgw()
-if (typeof rgw === 'string') {
-  // no RGW here (packages missing, or it would not start): a skip that says why, never "no tests"
-  t.comment(`skipped: ${rgw}`)
-  t.test('s3 (Ceph RGW)', { skip: rgw }, () => {})
-} else {
-  t.teardown(() => rgw.stop())
-  const client = new S3Client({ endpoint: rgw.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: rgw.accessKeyId, secretAccessKey: rgw.secretAccessKey }, requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED' })
-  t.teardown(() => client.destroy())
-  const dir = await targetRoot(t)
-  const target = (extra: Record<string, unknown> = {}) => ({ endpoint: rgw.endpoint, access_key_id: rgw.accessKeyId, secret_access_key: rgw.secretAccessKey, ...extra })
+const env = await rgwForTests(t, 's3 (Ceph RGW)')
+if (env) {
+  const { client, dir, target } = env
 
   onEachDatabase(
     t,

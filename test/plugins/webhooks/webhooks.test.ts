@@ -1,5 +1,4 @@
 import t from 'tap'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { assertProblem, onEachDatabase, createProject, waitFor, type TestServer } from '../../../core/testing/index.js'
 import { startReceiver } from '../../helpers/webhook-receiver.js'
 

@@ -1,0 +1,62 @@
+import { availableParallelism } from 'node:os'
+import { fileURLToPath } from 'node:url'
+import { Piscina } from 'piscina'
+import { stopFlagOf } from '../../core/index.js'
+import type { CopyResult, CopyTask } from './workers/copy.js'
+import { PARALLEL } from './transfer.js'
+import { copyInThread, type CopyFds } from './targets/types.js'
+
+const WORKER = new URL('./workers/copy.js', import.meta.url)
+/** the stop flag of a copy without a signal: never set */
+const NEVER = new Int32Array(new SharedArrayBuffer(4))
+
+/**
+ * Below this a file is copied in the event loop's thread: a worker round trip (~50 µs,
+ * PERFORMANCE.md) costs more than hashing it, and the thread pool's reads and writes stay async.
+ */
+export const IN_THREAD_BELOW = 1 << 20
+
+/**
+ * Copies and hashes files in one pass off the event loop: SHA-256 of a large file takes the event
+ * loop's thread for about a second per GiB, so a large file is copied (read, hashed, written with
+ * positional I/O) in a worker thread, as many at once as there are cores, and the event loop only
+ * waits for the sums. A pool of its own, not the job runner's: a task must never be abandoned
+ * while it still reads or writes a descriptor its caller is about to close, so a cancelled job
+ * stops the copy between two chunks (a shared flag) and waits for the worker to return.
+ */
+export class Copier {
+  private pool?: Piscina
+  /**
+   * `threads` (the plugin's `copyThreads`): by default one per file a transfer has in flight
+   * (PARALLEL), at least one per core. A thread waits in its synchronous reads and writes (a file
+   * not in the page cache, writeback throttling); with only one thread per core a core would idle
+   * meanwhile. On a machine loaded by other work the four threads also keep the share of CPU the
+   * thread pool's four threads gave the in-thread copy. 0: every file in the caller's thread.
+   */
+  constructor(private readonly threads = Math.max(availableParallelism(), PARALLEL)) {}
+
+  /** CopyFds: the bytes of `from` from offset 0 written to `to` at the same offsets (or only read, `to` null), and their sums (a bound function: passed on as is) */
+  readonly copy: CopyFds = async (from, to, size, signal) => {
+    signal?.throwIfAborted()
+    if (size < IN_THREAD_BELOW || this.threads === 0) return copyInThread(from, to, size, signal)
+    this.pool ??= new Piscina({ filename: fileURLToPath(WORKER), maxThreads: this.threads, minThreads: 0, idleTimeout: 10_000 })
+    const task: CopyTask = { from: from.fd, to: to?.fd ?? null, stop: signal ? stopFlagOf(signal) : NEVER }
+    const r: CopyResult = await this.pool.run(task)
+    if (r.error) {
+      signal?.throwIfAborted()
+      throw Object.assign(new Error(r.error.message), { code: r.error.code })
+    }
+    return r
+  }
+
+  /** copies done in worker threads so far (the small ones, done in the caller's thread, do not count) */
+  get inWorkers(): number {
+    return this.pool?.completed ?? 0
+  }
+
+  async close(): Promise<void> {
+    const pool = this.pool
+    this.pool = undefined
+    await pool?.destroy()
+  }
+}
