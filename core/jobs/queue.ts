@@ -152,7 +152,9 @@ export class JobQueue {
         .update({ state: 'failed', error: 'the job stopped responding too often (lease lapsed)', locked_by: null, lease_until: null, finished_at: now, updated_at: now })
       rows.push(...(await this.hot.claimLapsed.run([token, leaseUntil, now, now, now, heldList, typeList, limit])))
     }
-    if (rows.length < limit) rows.push(...(await this.hot.claim.run([token, leaseUntil, now, now, now, typeList, limit - rows.length])))
+    // jobs handed back from this runner's process (releaseWorker) go to the others
+    const handedBack = releasedMark(token.slice(0, Math.max(0, token.lastIndexOf(':'))))
+    if (rows.length < limit) rows.push(...(await this.hot.claim.run([token, leaseUntil, now, now, now, handedBack, typeList, limit - rows.length])))
     return rows.map(normalise).sort((a, b) => b.priority - a.priority || a.id - b.id)
   }
 
@@ -281,13 +283,17 @@ export class JobQueue {
    * counting the attempt: that runner was detached from the farm, or stopped answering, and other
    * processes take the jobs at their next claim. Its next heartbeat finds them gone and aborts their
    * handlers (the fence of every write). Returns the ids handed back.
+   *
+   * The jobs keep a mark of that runner in `locked_by` (a queued job's is otherwise empty), which
+   * its claims pass over: until its heartbeat learns that it was detached, the runner could
+   * otherwise take back the very jobs it was relieved of.
    */
   async releaseWorker(workerId: string): Promise<number[]> {
     const prefix = `${workerId}:`
     const rows: Array<{ id: number | string }> = await this.knex(JOBS_TABLE)
       .where({ state: 'running' })
       .whereRaw('substr(locked_by, 1, ?) = ?', [prefix.length, prefix])
-      .update({ state: 'queued', locked_by: null, lease_until: null, attempts: this.knex.raw('attempts - 1'), updated_at: new Date() })
+      .update({ state: 'queued', locked_by: releasedMark(workerId), lease_until: null, attempts: this.knex.raw('attempts - 1'), updated_at: new Date() })
       .returning('id')
     const ids = rows.map((r) => Number(typeof r === 'object' ? r.id : r))
     if (ids.length) await this.wakeRunners(['released'])
@@ -368,6 +374,9 @@ export interface SettleChange {
   uncount?: boolean
 }
 
+/** the `locked_by` of a queued job handed back from runner `workerId`: its claims pass it over */
+const releasedMark = (workerId: string) => `released:${workerId}`
+
 /**
  * The runner's statements, run straight on the driver (core/db/hot.ts). Lists of jobs travel as
  * one JSON parameter, so each statement has one text whatever the batch size and stays prepared.
@@ -426,7 +435,7 @@ function hotStatements(knex: Knex, dialect: Dialect) {
     ? `json_to_recordset(?::json) as v(id int, token text, run_at float8)`
     : `(select json_extract(value, '$.id') as id, json_extract(value, '$.token') as token, json_extract(value, '$.run_at') as run_at from json_each(?)) as v`
   return {
-    claim: stmt('claim', claim(`state = 'queued' and run_at <= ?`, pg ? '' : 'indexed by jobs_queued_index')),
+    claim: stmt('claim', claim(`state = 'queued' and run_at <= ? and (locked_by is null or locked_by <> ?)`, pg ? '' : 'indexed by jobs_queued_index')),
     claimLapsed: stmt('claim_lapsed', claim(`state = 'running' and lease_until < ? and locked_by not in (${tokens})`, '')),
     settle: stmt('settle', settle(pg ? 'j.id, j.state' : `${JOBS_TABLE}.id, ${JOBS_TABLE}.state`)),
     settleFull: stmt('settle_full', settle(pg ? 'j.*' : '*')),

@@ -225,6 +225,14 @@ onEachDatabase(
       t.same(swept.map((j) => j.id), [a.id], 'the lapsed lease is taken by another claim')
       t.match(await row(a.id), { state: 'running', locked_by: 'w2:1', attempts: 2 })
       t.match(await row(b.id), { state: 'failed', locked_by: null }, 'a lapsed last attempt fails')
+
+      // a detached runner's jobs go to the others: its own claims pass them over until it learns it
+      // was detached (the farm's revoke; once in CI the revoked process took its job back at once)
+      t.same(await queue.releaseWorker('w2'), [a.id], 'handed back from runner w2')
+      t.match(await row(a.id), { state: 'queued', attempts: 1 })
+      t.same(await queue.claim('w2:2', [type], 10, 1000, false), [], 'not by the runner it was taken from')
+      t.same((await queue.claim('w3:1', [type], 10, 1000, false)).map((j) => j.id), [a.id], 'by another')
+      t.match(await row(a.id), { state: 'running', locked_by: 'w3:1', attempts: 2 })
       await knex('jobs').whereIn('id', [a.id, b.id]).delete()
     })
 
