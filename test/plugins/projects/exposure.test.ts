@@ -72,9 +72,11 @@ onEachDatabase(t, 'server paths for administrators only; versions by caller; mou
   t.match(byId[others[0].id], { mounted_by: s.user.id, locked_by: null })
   t.match(byId[others[1].id], { mounted_by: null, locked_by: null })
   // the page's holders come from one prepared statement (preparedReadIn, list-reads.test.ts), which
-  // knex never sees: no knex query per project, nor one for the page
+  // knex never sees: no knex query per project, nor one for the page. Background work of the server
+  // (job claims, sweepers) may query through knex meanwhile: only the tables the page reads count
   t.equal(queries.filter((q) => q.includes('edit_sessions')).length, 0, 'no knex query on edit_sessions for the page')
-  t.equal(queries.length, 0, 'the whole list without knex')
+  const pageTables = /\b(projects|edit_sessions|archive_states|access_rights|team_memberships|teams|users)\b/
+  t.same(queries.filter((q) => pageTables.test(q)), [], 'the whole list without knex')
 
   // the edit's status: mount paths inside the edit's share for users, absolute for administrators
   const status = (token: string) => s.request('GET', '/edit/status', { token, headers: { 'X-APP-EDIT': 'EDIT-A' } })
