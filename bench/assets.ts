@@ -67,10 +67,11 @@ import { createRequire } from 'node:module'
 import { parseArgs, promisify } from 'node:util'
 import { crc32 } from 'node:zlib'
 import { scratchDatabase } from '../core/testing/index.js'
+import { SUMS_WORKER, sumsOrThrow, type DescriptorSumsTask } from '../core/index.js'
 
 const HERE = fileURLToPath(import.meta.url)
 const requireModule = createRequire(import.meta.url)
-const HASH_WORKER = fileURLToPath(new URL('../plugins/assets/workers/hash.js', import.meta.url))
+const HASH_WORKER = fileURLToPath(SUMS_WORKER)
 const API = '/api/v1'
 const MiB = 1 << 20
 const run = promisify(execFile)
@@ -777,7 +778,8 @@ async function hashing(fx: Fixtures): Promise<Rate[]> {
     const task = async (sha256: boolean) => {
       const handle = await open(fx.bigFile, 'r')
       try {
-        return (await pool.run({ fd: handle.fd, sha256 }, { filename: HASH_WORKER })) as { crc32: string; sha256: string | null; bytes: number }
+        const r = sumsOrThrow(await pool.run({ from: handle.fd, sha256 } satisfies DescriptorSumsTask, { filename: HASH_WORKER }))
+        return { crc32: r.crc32!, sha256: r.sha256, bytes: r.size }
       } finally {
         await handle.close()
       }
