@@ -32,7 +32,7 @@
  *           twice, in turn with the job.
  *   hash    (this process) a --big-mb file: plain read (fs stream, 1 MiB chunks, discarded),
  *           O_DIRECT read (dd, the disk itself), SHA-256/CRC-32 in memory, then the hash worker
- *           (workers/hash.js in piscina) CRC-32 only, CRC-32 + SHA-256, and two at once;
+ *           (core/storage/sums.js, SUMS_WORKER, in piscina) CRC-32 only, CRC-32 + SHA-256, and two at once;
  *           plus the assets.rehash job end to end on the first database (3 runs, median).
  *   zip     (first database) that file as an asset: prepare_download_highres once with the CRC-32
  *           stored by rehash and once without (the assets.package job reads the file once for it:

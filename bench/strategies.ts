@@ -162,15 +162,19 @@ try {
     const archiveMs = await timeArchive(s, p.id, disk, 'archive', stages)
     const archiveCpu = ownCpuMs() - c0
     const archiveElu = performance.eventLoopUtilization(elu0)
+    const r0 = ownCpuMs()
     const restoreMs = await timeArchive(s, p.id, disk, 'unarchive')
+    const restoreCpu = ownCpuMs() - r0
     const sizedStages = new Map<string, number>()
+    const s0 = ownCpuMs()
     const sizedMs = await timeArchive(s, p.id, sized, 'archive', sizedStages)
+    const sizedCpu = ownCpuMs() - s0
     await timeArchive(s, p.id, sized, 'unarchive')
     const cpMs = Math.min(cpBefore, timeCp(p.root, path.join(targets, 'cp')))
     console.log(`disk, ${MIB} MiB in 4 files: cp -r + sync ${rate(bytes, cpMs)} (${rate(bytes, cpBefore)} before, the faster counts); CPU time: cp + sync ${(cpCpu.ms / 1000).toFixed(2)} s, archive (whole process) ${(archiveCpu / 1000).toFixed(2)} s, event loop busy ${(archiveElu.active / 1000).toFixed(2)} s (copyThreads ${THREADS ?? 'default'})`)
     console.log(`  archive (one pass: hash while copying; batched fsync; fingerprint read-back; release) ${rate(bytes, archiveMs)} = ${ratio(cpMs, archiveMs)} (${timeline(stages)})`)
-    console.log(`  archive with transmission_check size (no read-back) ${rate(bytes, sizedMs)} = ${ratio(cpMs, sizedMs)} (${timeline(sizedStages)})`)
-    console.log(`  restore (copy, hash, batched fsync, link) ${rate(bytes, restoreMs)} = ${ratio(cpMs, restoreMs)}`)
+    console.log(`  archive with transmission_check size (no read-back) ${rate(bytes, sizedMs)} = ${ratio(cpMs, sizedMs)} (${timeline(sizedStages)}); CPU ${(sizedCpu / 1000).toFixed(2)} s`)
+    console.log(`  restore (copy, hash, batched fsync, link) ${rate(bytes, restoreMs)} = ${ratio(cpMs, restoreMs)}; CPU ${(restoreCpu / 1000).toFixed(2)} s`)
     console.log(`  load average: ${load()}`)
   }
 
