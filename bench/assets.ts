@@ -32,7 +32,7 @@
  *           twice, in turn with the job.
  *   hash    (this process) a --big-mb file: plain read (fs stream, 1 MiB chunks, discarded),
  *           O_DIRECT read (dd, the disk itself), SHA-256/CRC-32 in memory, then the hash worker
- *           (workers/hash.js in piscina) CRC-32 only, CRC-32 + SHA-256, and two at once;
+ *           (core/storage/sums.js, SUMS_WORKER, in piscina) CRC-32 only, CRC-32 + SHA-256, and two at once;
  *           plus the assets.rehash job end to end on the first database (3 runs, median).
  *   zip     (first database) that file as an asset: prepare_download_highres once with the CRC-32
  *           stored by rehash and once without (the assets.package job reads the file once for it:
@@ -67,10 +67,11 @@ import { createRequire } from 'node:module'
 import { parseArgs, promisify } from 'node:util'
 import { crc32 } from 'node:zlib'
 import { scratchDatabase } from '../core/testing/index.js'
+import { SUMS_WORKER, sumsOrThrow, type DescriptorSumsTask } from '../core/index.js'
 
 const HERE = fileURLToPath(import.meta.url)
 const requireModule = createRequire(import.meta.url)
-const HASH_WORKER = fileURLToPath(new URL('../plugins/assets/workers/hash.js', import.meta.url))
+const HASH_WORKER = fileURLToPath(SUMS_WORKER)
 const API = '/api/v1'
 const MiB = 1 << 20
 const run = promisify(execFile)
@@ -777,7 +778,8 @@ async function hashing(fx: Fixtures): Promise<Rate[]> {
     const task = async (sha256: boolean) => {
       const handle = await open(fx.bigFile, 'r')
       try {
-        return (await pool.run({ fd: handle.fd, sha256 }, { filename: HASH_WORKER })) as { crc32: string; sha256: string | null; bytes: number }
+        const r = sumsOrThrow(await pool.run({ from: handle.fd, sha256 } satisfies DescriptorSumsTask, { filename: HASH_WORKER }))
+        return { crc32: r.crc32!, sha256: r.sha256, bytes: r.size }
       } finally {
         await handle.close()
       }

@@ -8,6 +8,7 @@
  *
  *   npx tsc -p . && node dist/bench/strategies.js [--mib 256] [--small 10000] [--large-gib 10] [--only disk,small,s3,tier,rss] [--copy-threads N]
  *
+ * `--cold`: the disk copies are not preceded by freeing page cache (warmPages, below).
  * `--large-gib 0` leaves the RSS run out; it needs twice that much free disk below the temp dir.
  */
 import { execFileSync } from 'node:child_process'
@@ -23,7 +24,9 @@ import { Upload } from '@aws-sdk/lib-storage'
 import { startTestServer, type TestServer } from '../core/testing/index.js'
 import { startRgw } from '../test/helpers/rgw.js'
 
-const { values } = parseArgs({ options: { mib: { type: 'string', default: '256' }, small: { type: 'string', default: '10000' }, 'large-gib': { type: 'string', default: '10' }, only: { type: 'string', default: 'disk,small,s3,tier,rss' }, 'copy-threads': { type: 'string' } } })
+const { values } = parseArgs({ options: { mib: { type: 'string', default: '256' }, small: { type: 'string', default: '10000' }, 'large-gib': { type: 'string', default: '10' }, only: { type: 'string', default: 'disk,small,s3,tier,rss' }, 'copy-threads': { type: 'string' }, cold: { type: 'boolean', default: false } } })
+/** `--cold`: no warmPages before the timed disk copies (as before 2026-11-25 03:20) */
+const COLD = values.cold
 /** the strategies plugin's `copyThreads` (0: hashing in the event loop's thread, as before the Copier); default one per core */
 const THREADS = values['copy-threads'] === undefined ? undefined : Number(values['copy-threads'])
 const MIB = Number(values.mib)
@@ -102,6 +105,24 @@ const ownCpuMs = () => {
   return (u.user + u.system) / 1000
 }
 
+/**
+ * Frees `bytes` of page cache just before a timed copy, so that every copy (cp, archive, restore)
+ * writes into memory the guest freed a moment ago. On this VM (virtio-balloon with free page
+ * reporting) memory freed for more than a second or two is handed back to the host, and writing
+ * into it again costs a host fault per page: 512 MiB of buffered writes took 0.14–0.55 s right
+ * after 512 MiB were freed and 2.7–4.9 s six seconds later. Without this, whichever copy happened
+ * to follow a delete (the archive after cp's `rm -rf`, not the size check after a restore) won.
+ */
+async function warmPages(bytes: number) {
+  if (COLD) return
+  const file = path.join(targets, '.warm')
+  const handle = await open(file, 'w')
+  const piece = Buffer.alloc(16 << 20, 1)
+  for (let at = 0; at < bytes; at += piece.length) await handle.write(piece, 0, piece.length, at)
+  await handle.close()
+  await rm(file)
+}
+
 /** `cp -r` + `sync` of a tree into `into` (removed after); `cpu` collects the CPU time of cp and sync */
 function timeCp(from: string, into: string, cpu?: { ms: number }) {
   const c0 = childCpuMs()
@@ -155,22 +176,32 @@ try {
   if (ONLY.has('disk')) {
     const sized = await strategy('disk, size check', path.join(targets, 'disk-size'), undefined, 'size')
     const cpCpu = { ms: 0 }
+    const warm = bytes * 1.25
+    await warmPages(warm)
     const cpBefore = timeCp(p.root, path.join(targets, 'cp'), cpCpu)
     const stages = new Map<string, number>()
+    await warmPages(warm)
     const c0 = ownCpuMs()
     const elu0 = performance.eventLoopUtilization()
     const archiveMs = await timeArchive(s, p.id, disk, 'archive', stages)
     const archiveCpu = ownCpuMs() - c0
     const archiveElu = performance.eventLoopUtilization(elu0)
+    await warmPages(warm)
+    const r0 = ownCpuMs()
     const restoreMs = await timeArchive(s, p.id, disk, 'unarchive')
+    const restoreCpu = ownCpuMs() - r0
     const sizedStages = new Map<string, number>()
+    await warmPages(warm)
+    const s0 = ownCpuMs()
     const sizedMs = await timeArchive(s, p.id, sized, 'archive', sizedStages)
+    const sizedCpu = ownCpuMs() - s0
     await timeArchive(s, p.id, sized, 'unarchive')
+    await warmPages(warm)
     const cpMs = Math.min(cpBefore, timeCp(p.root, path.join(targets, 'cp')))
-    console.log(`disk, ${MIB} MiB in 4 files: cp -r + sync ${rate(bytes, cpMs)} (${rate(bytes, cpBefore)} before, the faster counts); CPU time: cp + sync ${(cpCpu.ms / 1000).toFixed(2)} s, archive (whole process) ${(archiveCpu / 1000).toFixed(2)} s, event loop busy ${(archiveElu.active / 1000).toFixed(2)} s (copyThreads ${THREADS ?? 'default'})`)
+    console.log(`disk, ${MIB} MiB in 4 files: cp -r + sync ${rate(bytes, cpMs)} (${rate(bytes, cpBefore)} before, the faster counts); CPU time: cp + sync ${(cpCpu.ms / 1000).toFixed(2)} s, archive (whole process) ${(archiveCpu / 1000).toFixed(2)} s, event loop busy ${(archiveElu.active / 1000).toFixed(2)} s (copyThreads ${THREADS ?? 'default'}${COLD ? ', --cold' : ', page cache freed before each copy'})`)
     console.log(`  archive (one pass: hash while copying; batched fsync; fingerprint read-back; release) ${rate(bytes, archiveMs)} = ${ratio(cpMs, archiveMs)} (${timeline(stages)})`)
-    console.log(`  archive with transmission_check size (no read-back) ${rate(bytes, sizedMs)} = ${ratio(cpMs, sizedMs)} (${timeline(sizedStages)})`)
-    console.log(`  restore (copy, hash, batched fsync, link) ${rate(bytes, restoreMs)} = ${ratio(cpMs, restoreMs)}`)
+    console.log(`  archive with transmission_check size (no read-back) ${rate(bytes, sizedMs)} = ${ratio(cpMs, sizedMs)} (${timeline(sizedStages)}); CPU ${(sizedCpu / 1000).toFixed(2)} s`)
+    console.log(`  restore (copy, hash, batched fsync, link) ${rate(bytes, restoreMs)} = ${ratio(cpMs, restoreMs)}; CPU ${(restoreCpu / 1000).toFixed(2)} s`)
     console.log(`  load average: ${load()}`)
   }
 

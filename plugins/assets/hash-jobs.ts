@@ -1,9 +1,12 @@
-import { stopFlagOf, type JobContext, type JobRegistrar } from '../../core/index.js'
+import { SUMS_WORKER, stopFlagOf, sumsOrThrow, type DescriptorSumsResult, type DescriptorSumsTask, type JobContext, type JobRegistrar } from '../../core/index.js'
 import { Asset } from './entities.js'
 import { withOriginal } from './originals.js'
-import type { HashResult, HashTask } from './workers/hash.js'
 
-export const HASH_WORKER = new URL('./workers/hash.js', import.meta.url)
+export interface HashResult {
+  crc32: string
+  sha256: string | null
+  bytes: number
+}
 const MAX_ERRORS = 100
 
 /**
@@ -11,8 +14,11 @@ const MAX_ERRORS = 100
  * watches the job's cancellation through a shared flag instead of having its thread terminated:
  * it settles only once no read of it is in flight, so closing the descriptor right after is safe.
  */
-export function hashDescriptor(ctx: JobContext, fd: number, sha256: boolean): Promise<HashResult> {
-  return ctx.runWorker<HashResult>(HASH_WORKER, { fd, sha256, stop: stopFlagOf(ctx.signal) } satisfies HashTask, { cooperative: true })
+export async function hashDescriptor(ctx: JobContext, fd: number, sha256: boolean): Promise<HashResult> {
+  // the core's sums worker (one read pass, the next chunk read while this one is hashed), the one the archive copies with
+  const task: DescriptorSumsTask = { from: fd, to: null, sha256, crc32: true, stop: stopFlagOf(ctx.signal) }
+  const r = sumsOrThrow(await ctx.runWorker<DescriptorSumsResult>(SUMS_WORKER, task, { cooperative: true }))
+  return { crc32: r.crc32!, sha256: r.sha256, bytes: r.size }
 }
 
 export function defineHashJobs(jobs: JobRegistrar) {

@@ -1,12 +1,10 @@
 import { availableParallelism } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
-import { stopFlagOf } from '../../core/index.js'
-import type { CopyResult, CopyTask } from './workers/copy.js'
+import { SUMS_WORKER, stopFlagOf, sumsOrThrow, type DescriptorSumsResult, type DescriptorSumsTask } from '../../core/index.js'
 import { PARALLEL } from './transfer.js'
 import { copyInThread, type CopyFds } from './targets/types.js'
 
-const WORKER = new URL('./workers/copy.js', import.meta.url)
 /** the stop flag of a copy without a signal: never set */
 const NEVER = new Int32Array(new SharedArrayBuffer(4))
 
@@ -36,17 +34,16 @@ export class Copier {
   constructor(private readonly threads = Math.max(availableParallelism(), PARALLEL)) {}
 
   /** CopyFds: the bytes of `from` from offset 0 written to `to` at the same offsets (or only read, `to` null), and their sums (a bound function: passed on as is) */
-  readonly copy: CopyFds = async (from, to, size, signal) => {
+  readonly copy: CopyFds = async (from, to, size, signal, readBack) => {
     signal?.throwIfAborted()
-    if (size < IN_THREAD_BELOW || this.threads === 0) return copyInThread(from, to, size, signal)
-    this.pool ??= new Piscina({ filename: fileURLToPath(WORKER), maxThreads: this.threads, minThreads: 0, idleTimeout: 10_000 })
-    const task: CopyTask = { from: from.fd, to: to?.fd ?? null, stop: signal ? stopFlagOf(signal) : NEVER }
-    const r: CopyResult = await this.pool.run(task)
-    if (r.error) {
-      signal?.throwIfAborted()
-      throw Object.assign(new Error(r.error.message), { code: r.error.code })
-    }
-    return r
+    if (size < IN_THREAD_BELOW || this.threads === 0) return copyInThread(from, to, size, signal, readBack)
+    // the core's sums worker (the same loop hashes assets): the next chunk is read while this one is hashed and written
+    this.pool ??= new Piscina({ filename: fileURLToPath(SUMS_WORKER), maxThreads: this.threads, minThreads: 0, idleTimeout: 10_000 })
+    const task: DescriptorSumsTask = { from: from.fd, to: to?.fd ?? null, sha256: true, crc32: !(readBack && !to), stop: signal ? stopFlagOf(signal) : NEVER }
+    const r: DescriptorSumsResult = await this.pool.run(task)
+    if ('error' in r) signal?.throwIfAborted()
+    const sums = sumsOrThrow(r)
+    return { size: sums.size, sha256: sums.sha256!, crc32: sums.crc32 ?? '' }
   }
 
   /** copies done in worker threads so far (the small ones, done in the caller's thread, do not count) */

@@ -2,7 +2,7 @@ import type { Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { MamError, openInside } from '../../core/index.js'
 import { eachLimit, retryTransient } from './concurrency.js'
-import { copyInThread, readAll, sameSums, sumsOf, writeHashed, type CopyFds, type Sums, type Target } from './targets/types.js'
+import { copyInThread, readAll, sameContent, sameSums, sumsOf, writeHashed, type CopyFds, type Sums, type Target } from './targets/types.js'
 
 export type TransmissionCheck = 'none' | 'size' | 'checksum' | 'fingerprint'
 
@@ -30,8 +30,9 @@ export async function verify(target: Target, key: string, sums: Sums, check: Tra
   if (check === 'size') return
   if (head.sha256 !== undefined && head.sha256 !== sums.sha256) throw new FileError(`the copy of ${key} carries checksum ${head.sha256}, the original has ${sums.sha256}`)
   if (check === 'checksum') return
-  const back = await readObject(target, key, null, head.size, copy, signal)
-  if (!sameSums(back, sums)) throw new FileError(`the copy of ${key} read back hashes to ${back.sha256} (${back.size} bytes), the original to ${sums.sha256} (${sums.size} bytes)`)
+  // the object's bytes read back and hashed: size and SHA-256 against what was sent (equal SHA-256, equal bytes)
+  const back = await readObject(target, key, null, head.size, copy, signal, true)
+  if (!sameContent(back, sums)) throw new FileError(`the copy of ${key} read back hashes to ${back.sha256} (${back.size} bytes), the original to ${sums.sha256} (${sums.size} bytes)`)
 }
 
 /**
@@ -39,14 +40,14 @@ export async function verify(target: Target, key: string, sums: Sums, check: Tra
  * a disk target's file by descriptor through `copy` (in a worker thread when that is the Copier's),
  * closed once the copy has settled; any other target's as its stream.
  */
-export async function readObject(target: Target, key: string, to: FileHandle | null, size: number, copy: CopyFds, signal?: AbortSignal): Promise<Sums> {
+export async function readObject(target: Target, key: string, to: FileHandle | null, size: number, copy: CopyFds, signal?: AbortSignal, readBack = false): Promise<Sums> {
   if (!target.open) {
     const body = await target.get(key, signal)
-    return to ? writeHashed(to, body, signal) : sumsOf(body)
+    return to ? writeHashed(to, body, signal) : sumsOf(body, readBack)
   }
   const from = await target.open(key)
   try {
-    return await copy(from, to, size, signal)
+    return await copy(from, to, size, signal, readBack)
   } finally {
     await from.close()
   }

@@ -1,7 +1,6 @@
-import { createHash } from 'node:crypto'
 import { open, type FileHandle } from 'node:fs/promises'
 import { Readable, Transform } from 'node:stream'
-import { crc32 } from 'node:zlib'
+import { ChunkSums } from '../../../core/index.js'
 
 /** our own end-to-end checksums: they travel with each object and are checked on the way back */
 export interface Sums {
@@ -68,21 +67,29 @@ export interface PutBatch {
   abort(): Promise<void>
 }
 
-/** the bytes of `from` from offset 0 written to `to` at the same offsets (or only read, `to` null), and their sums (Copier.copy) */
-export type CopyFds = (from: FileHandle, to: FileHandle | null, size: number, signal?: AbortSignal) => Promise<Sums>
+/**
+ * The bytes of `from` from offset 0 written to `to` at the same offsets (or only read, `to` null),
+ * and their sums (Copier.copy). `readBack`: a verification's read (`to` null) that needs the size
+ * and SHA-256 alone (equal SHA-256 means equal bytes, a CRC-32 would add nothing but CPU time):
+ * its `crc32` is '' (not computed).
+ */
+export type CopyFds = (from: FileHandle, to: FileHandle | null, size: number, signal?: AbortSignal, readBack?: boolean) => Promise<Sums>
 
-/** our checksums of bytes as they come */
+/** our checksums of bytes as they come (`crc32: false`: a read-back's, crc32 '') */
 export class Hashing {
-  private readonly sha = createHash('sha256')
-  private crc = 0
-  bytes = 0
+  private readonly sums_: ChunkSums
+  constructor(wanted: { crc32?: boolean } = {}) {
+    this.sums_ = new ChunkSums({ sha256: true, crc32: wanted.crc32 })
+  }
+  get bytes() {
+    return this.sums_.bytes
+  }
   update(chunk: Buffer) {
-    this.sha.update(chunk)
-    this.crc = crc32(chunk, this.crc)
-    this.bytes += chunk.length
+    this.sums_.update(chunk)
   }
   sums(): Sums {
-    return { size: this.bytes, sha256: this.sha.digest('hex'), crc32: this.crc.toString(16).padStart(8, '0') }
+    const r = this.sums_.result()
+    return { size: r.size, sha256: r.sha256!, crc32: r.crc32 ?? '' }
   }
 }
 
@@ -121,20 +128,16 @@ export async function writeHashed(handle: FileHandle, source: AsyncIterable<Buff
   return hashing.sums()
 }
 
-/** checksums of a whole stream (a read back, or a source before it is sent) */
-export async function sumsOf(stream: Readable): Promise<Sums> {
-  const sha = createHash('sha256')
-  let crc = 0
-  let bytes = 0
-  for await (const chunk of stream) {
-    sha.update(chunk as Buffer)
-    crc = crc32(chunk as Buffer, crc)
-    bytes += (chunk as Buffer).length
-  }
-  return { size: bytes, sha256: sha.digest('hex'), crc32: crc.toString(16).padStart(8, '0') }
+/** checksums of a whole stream (a read back, or a source before it is sent; `readBack`: size and SHA-256 alone, crc32 '') */
+export async function sumsOf(stream: Readable, readBack = false): Promise<Sums> {
+  const hashing = new Hashing({ crc32: !readBack })
+  for await (const chunk of stream) hashing.update(chunk as Buffer)
+  return hashing.sums()
 }
 
 export const sameSums = (a: Sums, b: Sums) => a.size === b.size && a.sha256 === b.sha256 && a.crc32 === b.crc32
+/** a read-back (size and SHA-256, see CopyFds) against the sums of what was sent */
+export const sameContent = (back: Sums, sent: Sums) => back.size === sent.size && back.sha256 === sent.sha256
 
 /** the largest positional read of `readAll` */
 const READ_SIZE = 1 << 20
@@ -164,7 +167,7 @@ export function readAll(handle: FileHandle, sizeHint?: number): Readable {
 }
 
 /** CopyFds in the caller's thread (async positional reads and writes): small files, and tools without a Copier */
-export const copyInThread: CopyFds = (from, to, size, signal) => (to ? writeHashed(to, readAll(from, size), signal) : sumsOf(readAll(from, size)))
+export const copyInThread: CopyFds = (from, to, size, signal, readBack) => (to ? writeHashed(to, readAll(from, size), signal) : sumsOf(readAll(from, size), readBack))
 
 /** flushes a file or a directory to the device */
 export async function fsyncPath(file: string, flags: 'r' | 'r+'): Promise<void> {

@@ -6,9 +6,12 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { open, readFile, writeFile } from 'node:fs/promises'
 import path from 'node:path'
+import { Readable } from 'node:stream'
 import { crc32 } from 'node:zlib'
 import t from 'tap'
 import { Copier, IN_THREAD_BELOW } from '../../../plugins/strategies/copier.js'
+import { DiskTarget } from '../../../plugins/strategies/targets/disk.js'
+import { FileError, verify } from '../../../plugins/strategies/transfer.js'
 import { targetRoot } from './fixtures.js'
 
 const dir = await targetRoot(t)
@@ -31,7 +34,30 @@ t.test('a large file is copied and hashed in a worker thread, the same bytes as 
 
   const again = await open(path.join(dir, 'large.dst'), 'r')
   t.same(await copier.copy(again, null, bytes.length), sumsOf(bytes), 'a read-back (no destination) hashes the same')
+  t.same(await copier.copy(again, null, bytes.length, undefined, true), { ...sumsOf(bytes), crc32: '' }, "a verification's read-back: size and SHA-256 alone")
   await again.close()
+})
+
+t.test('fingerprint: the read-back of a copy that differs in one byte fails, large (worker) or small (in thread)', async (t) => {
+  const target = new DiskTarget(path.join(dir, 'fp-target'))
+  for (const size of [IN_THREAD_BELOW * 3 + 5, 4096]) {
+    const bytes = randomBytes(size)
+    const key = `p/f${size}.bin`
+    await target.put(key, Readable.from([bytes]), sumsOf(bytes))
+    await verify(target, key, sumsOf(bytes), 'fingerprint', undefined, copier.copy)
+    t.pass(`${size} bytes: the intact copy checks out`)
+    // one byte flipped in the middle, the size unchanged: only reading the bytes back can tell
+    const file = path.join(dir, 'fp-target', 'p', `f${size}.bin`)
+    const handle = await open(file, 'r+')
+    const at = Math.floor(size / 2)
+    await handle.write(Buffer.from([bytes[at] ^ 1]), 0, 1, at)
+    await handle.close()
+    await verify(target, key, sumsOf(bytes), 'size', undefined, copier.copy)
+    t.pass('the size check alone cannot see it')
+    const err = await verify(target, key, sumsOf(bytes), 'fingerprint', undefined, copier.copy).then(() => null, (e) => e)
+    t.ok(err instanceof FileError, 'fingerprint fails')
+    t.match(err?.message, new RegExp(`read back hashes to [0-9a-f]{64} \\(${size} bytes\\), the original to ${sumsOf(bytes).sha256}`))
+  }
 })
 
 t.test('a small file is copied in the calling thread', async (t) => {
