@@ -22,13 +22,14 @@
  * | `--no-raw` | | skip the raw endpoints (profiles of mamkit alone) |
  * | `--profile DIR` | | `--cpu-prof` of the servers into DIR |
  * | `--json FILE` | | every row as JSON |
+ * | `--keep DIR` | | seed into DIR/<db> once and keep it (PostgreSQL: its database too); later runs with the same DIR reuse the seed (a million assets take minutes to write) |
  *
  * CPU per request is the server process's `process.cpuUsage()` over the measured seconds divided by
  * the requests answered: on a shared machine the steadier figure. "vs raw" is the raw endpoint's
  * CPU per request divided by the route's (1.00× = as cheap as the hand-written query).
  */
 import { fork, type ChildProcess } from 'node:child_process'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import os from 'node:os'
@@ -556,6 +557,7 @@ async function main() {
       'no-raw': { type: 'boolean' },
       profile: { type: 'string' },
       json: { type: 'string' },
+      keep: { type: 'string' },
     },
   })
   const projects = Number(values.projects ?? (values.full ? 1000 : 100))
@@ -576,18 +578,32 @@ async function main() {
   const cleanup: Array<() => Promise<unknown>> = []
   try {
     for (const dialect of dbs) {
-      const dataDir = await mkdtemp(path.join(os.tmpdir(), 'mamkit-routes-'))
-      cleanup.push(() => rm(dataDir, { recursive: true, force: true }))
-      let databaseUrl: string | undefined
-      if (dialect === 'postgresql') {
+      const kept = values.keep ? path.resolve(values.keep, dialect) : undefined
+      const keptFile = kept && path.join(kept, 'seeded.json')
+      const reused = keptFile ? ((await readFile(keptFile, 'utf8').then(JSON.parse, () => undefined)) as (Seeded & { databaseUrl?: string }) | undefined) : undefined
+      let dataDir: string
+      if (kept) await mkdir((dataDir = kept), { recursive: true })
+      else {
+        dataDir = await mkdtemp(path.join(os.tmpdir(), 'mamkit-routes-'))
+        cleanup.push(() => rm(dataDir, { recursive: true, force: true }))
+      }
+      let databaseUrl: string | undefined = reused?.databaseUrl
+      if (dialect === 'postgresql' && !reused) {
         if (!pgAdmin) throw new Error('--db postgresql needs MAMKIT_BENCH_DATABASE_URL or MAMKIT_TEST_DATABASE_URL')
         const scratch = await scratchDatabase('postgresql', pgAdmin)
-        cleanup.push(scratch.drop)
+        if (!kept) cleanup.push(scratch.drop)
         databaseUrl = scratch.databaseUrl
       }
-      console.log(`\n${dialect}: seeding …`)
-      const seeded = await seed({ dataDir, databaseUrl, projects, assets, bigProject: big, users: 200, teams: 20, folders: 50, log: console.log })
-      console.log(`  seeded in ${seeded.seconds.toFixed(1)} s: ${Object.entries(seeded.counts).map(([k, v]) => `${k} ${v}`).join(', ')}`)
+      let seeded: Seeded
+      if (reused) {
+        seeded = reused
+        console.log(`\n${dialect}: reusing the seed in ${dataDir}: ${Object.entries(seeded.counts).map(([k, v]) => `${k} ${v}`).join(', ')}`)
+      } else {
+        console.log(`\n${dialect}: seeding …`)
+        seeded = await seed({ dataDir, databaseUrl, projects, assets, bigProject: big, users: 200, teams: 20, folders: 50, log: console.log })
+        console.log(`  seeded in ${seeded.seconds.toFixed(1)} s: ${Object.entries(seeded.counts).map(([k, v]) => `${k} ${v}`).join(', ')}`)
+        if (keptFile) await writeFile(keptFile, JSON.stringify({ ...seeded, databaseUrl }))
+      }
       const server = await startServer({ dialect, dataDir, databaseUrl }, profileDir)
       const stop = () => stopChild(server.child)
       cleanup.push(stop)
