@@ -95,7 +95,7 @@ async function rawDb(spec: ServerSpec): Promise<RawDb> {
 /** the raw endpoints: route pattern → handler answering the same JSON as mamkit's route */
 async function rawRoutes(db: RawDb, storageRoot: string, templatesRoot: string) {
   const { column, pageTotal } = await import('../core/db/rows.js')
-  const { ASSET_COLUMNS, serializeAsset, viewOfRow } = await import('../plugins/assets/asset-json.js')
+  const { ASSET_COLUMNS, assetJsonOfRow, serializeAsset, viewOfRow } = await import('../plugins/assets/asset-json.js')
   const { serializeJob } = await import('../core/system/status-routes.js')
   const { normalise } = await import('../core/jobs/queue.js')
   const iso = (v: unknown) => column.date(v)?.toISOString() ?? null
@@ -248,7 +248,8 @@ async function rawRoutes(db: RawDb, storageRoot: string, templatesRoot: string) 
       const count = async () => Number((await db.all(`select count(*) as total from assets where ${where}`, args))[0].total)
       if (!after) headers['X-Total-Count'] = String(await pageTotal(0, 100, found.length, count))
       const owner = { id: Number(project.id), name: project.name }
-      return { assets: found.map((r) => serializeAsset(viewOfRow(r, owner))) }
+      // the same one-step serialiser as the route: what is compared is the request path, not two serialisers
+      return { assets: found.map((r) => assetJsonOfRow(r, owner)) }
     },
     '/assets/:id': async ([id], _q, who) => {
       const rows = await db.all(
