@@ -22,13 +22,14 @@
  * | `--no-raw` | | skip the raw endpoints (profiles of mamkit alone) |
  * | `--profile DIR` | | `--cpu-prof` of the servers into DIR |
  * | `--json FILE` | | every row as JSON |
+ * | `--keep DIR` | | seed into DIR/<db> once and keep it (PostgreSQL: its database too); later runs with the same DIR reuse the seed (a million assets take minutes to write) |
  *
  * CPU per request is the server process's `process.cpuUsage()` over the measured seconds divided by
  * the requests answered: on a shared machine the steadier figure. "vs raw" is the raw endpoint's
  * CPU per request divided by the route's (1.00× = as cheap as the hand-written query).
  */
 import { fork, type ChildProcess } from 'node:child_process'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import os from 'node:os'
@@ -94,7 +95,7 @@ async function rawDb(spec: ServerSpec): Promise<RawDb> {
 /** the raw endpoints: route pattern → handler answering the same JSON as mamkit's route */
 async function rawRoutes(db: RawDb, storageRoot: string, templatesRoot: string) {
   const { column, pageTotal } = await import('../core/db/rows.js')
-  const { ASSET_COLUMNS, serializeAsset, viewOfRow } = await import('../plugins/assets/asset-json.js')
+  const { ASSET_COLUMNS, assetJsonOfRow, serializeAsset, viewOfRow } = await import('../plugins/assets/asset-json.js')
   const { serializeJob } = await import('../core/system/status-routes.js')
   const { normalise } = await import('../core/jobs/queue.js')
   const iso = (v: unknown) => column.date(v)?.toISOString() ?? null
@@ -247,7 +248,8 @@ async function rawRoutes(db: RawDb, storageRoot: string, templatesRoot: string) 
       const count = async () => Number((await db.all(`select count(*) as total from assets where ${where}`, args))[0].total)
       if (!after) headers['X-Total-Count'] = String(await pageTotal(0, 100, found.length, count))
       const owner = { id: Number(project.id), name: project.name }
-      return { assets: found.map((r) => serializeAsset(viewOfRow(r, owner))) }
+      // the same one-step serialiser as the route: what is compared is the request path, not two serialisers
+      return { assets: found.map((r) => assetJsonOfRow(r, owner)) }
     },
     '/assets/:id': async ([id], _q, who) => {
       const rows = await db.all(
@@ -261,6 +263,68 @@ async function rawRoutes(db: RawDb, storageRoot: string, templatesRoot: string) 
       const rows = await db.all(`select * from jobs where id = ?${who.admin ? '' : ' and user_id = ?'}`, who.admin ? [Number(id)] : [Number(id), who.id])
       if (!rows.length) notFound()
       return { job: serializeJob(normalise(rows[0])) }
+    },
+    '/roles': async () => {
+      const rows = await db.all('select r.id, r.name, r.role_matrix, r.builtin, r.created_at, r.updated_at, (select count(*) from users u where u.role_id = r.id) as users_count from roles r order by r.id', [])
+      return {
+        array: rows.map((r) => {
+          const matrix = column.json<Record<string, boolean>>(r.role_matrix, {})
+          return { id: Number(r.id), name: r.name, role_matrix: matrix, builtin: column.bool(r.builtin), administrative: matrix.admin === true, users_count: Number(r.users_count), created_at: iso(r.created_at), updated_at: iso(r.updated_at) }
+        }),
+      }
+    },
+    '/teams/:id/access_rights': async ([id], _q, who) => {
+      const teamId = Number(id)
+      const [team] = await db.all('select t.id, (select count(*) from team_memberships m where m.team_id = t.id and m.user_id = ?) as member from teams t where t.id = ?', [who.id, teamId])
+      if (!team) notFound()
+      if (!Number(team.member) && !who.admin) throw Object.assign(new Error('forbidden'), { status: 403 })
+      const rows = await db.all('select id, team_id, object_type, object_id, read, write, created_at, updated_at from access_rights where team_id = ? order by object_type, object_id', [teamId])
+      return {
+        access_rights: rows.map((r) => ({ id: Number(r.id), team_id: Number(r.team_id), object_type: r.object_type, object_id: Number(r.object_id), read: column.bool(r.read), write: column.bool(r.write), created_at: iso(r.created_at), updated_at: iso(r.updated_at) })),
+      }
+    },
+    '/users/:user_id/settings': async ([id], _q, who) => {
+      const userId = Number(id)
+      if (userId !== who.id && !who.admin) throw Object.assign(new Error('forbidden'), { status: 403 })
+      const [row] = await db.all('select u.id, s.settings, s.background_file from users u left join user_settings s on s.user_id = u.id where u.id = ?', [userId])
+      if (!row) notFound()
+      return { settings: { user_id: userId, ...column.json<Record<string, unknown>>(row.settings, {}), background_url: row.background_file ? `/api/v1/users/${userId}/background` : null } }
+    },
+    '/projects_report': async (_p, _q, who) => {
+      // the same sheet from one query of all readable projects (the route pages by 1,000 in keyset order)
+      const rows = await db.all(
+        `select p.id, p.name, p.alternative_name, p.storage, p.folder, p.is_library_project, p.frozen_at, p.size, p.quota, p.encoding_priority, p.created_at, p.updated_at, t.name as template, cu.username as created_by, fu.username as frozen_by
+         from projects p left join templates t on t.id = p.template_id left join users cu on cu.id = p.created_by_id left join users fu on fu.id = p.frozen_by_id
+         where p.deleted = false${who.admin ? '' : ` and ${READABLE_IDS}`} order by p.name, p.id`,
+        who.admin ? [] : [who.id],
+      )
+      const { default: Excel } = await import('exceljs')
+      const { PassThrough } = await import('node:stream')
+      const out = new PassThrough()
+      const chunks: Buffer[] = []
+      out.on('data', (c: Buffer) => chunks.push(c))
+      const ended = new Promise((resolve, reject) => out.on('end', resolve).on('error', reject))
+      const workbook = new Excel.stream.xlsx.WorkbookWriter({ stream: out, useStyles: true, useSharedStrings: false })
+      const sheet = workbook.addWorksheet('Projects', { views: [{ state: 'frozen', ySplit: 1 }] })
+      sheet.columns = REPORT_COLUMNS
+      sheet.getRow(1).font = { bold: true }
+      sheet.getRow(1).commit()
+      const num = (v: unknown) => (v === null || v === undefined ? null : Number(v))
+      const date = (v: unknown) => (v === null || v === undefined ? null : new Date(v as string | number))
+      for (const r of rows) {
+        sheet
+          .addRow({
+            id: Number(r.id), name: r.name, alternative_name: r.alternative_name, storage: r.storage, path: who.admin ? path.join(storageRoot, r.folder) : r.folder, template: r.template,
+            library: column.bool(r.is_library_project), frozen: r.frozen_at !== null, frozen_by: r.frozen_by, size: num(r.size), quota: num(r.quota), encoding_priority: Number(r.encoding_priority),
+            created_by: r.created_by, created_at: date(r.created_at), updated_at: date(r.updated_at),
+          })
+          .commit()
+      }
+      sheet.autoFilter = { from: { row: 1, column: 1 }, to: { row: 1, column: REPORT_COLUMNS.length } }
+      sheet.commit()
+      await workbook.commit()
+      await ended
+      return new RawBody(Buffer.concat(chunks), 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet')
     },
     '/asset_status/:id': async ([id], _q, who) => {
       const rows = await db.all(`select * from jobs where id = ? and kind = 'asset'${who.admin ? '' : ' and user_id = ?'}`, who.admin ? [Number(id)] : [Number(id), who.id])
@@ -283,6 +347,10 @@ async function rawRoutes(db: RawDb, storageRoot: string, templatesRoot: string) 
       const headers: Record<string, string> = {}
       handler(m.slice(1), url.searchParams, who, headers).then(
         (value) => {
+          if (value instanceof RawBody) {
+            res.writeHead(200, { ...headers, 'content-type': value.type, 'content-length': value.body.length })
+            return res.end(value.body)
+          }
           const body = JSON.stringify(value)
           res.writeHead(200, { ...headers, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) })
           res.end(body)
@@ -295,7 +363,45 @@ async function rawRoutes(db: RawDb, storageRoot: string, templatesRoot: string) 
   }
 }
 
-export const RAW_PATTERNS = ['/session/user_id', '/session', '/templates', '/projects', '/projects/:id', '/projects/:id/assets', '/assets/:id', '/status/:id', '/asset_status/:id']
+export const RAW_PATTERNS = ['/session/user_id', '/session', '/templates', '/projects', '/projects/:id', '/projects/:id/assets', '/assets/:id', '/status/:id', '/asset_status/:id', '/roles', '/teams/:id/access_rights', '/users/:user_id/settings', '/projects_report']
+
+/** a raw endpoint's answer that is not JSON (the .xlsx report) */
+class RawBody {
+  constructor(
+    readonly body: Buffer,
+    readonly type: string,
+  ) {}
+}
+
+/** the report's columns, as plugins/projects/report.ts writes them */
+const REPORT_COLUMNS = [
+  { header: 'ID', key: 'id', width: 8 },
+  { header: 'Name', key: 'name', width: 32 },
+  { header: 'Alternative name', key: 'alternative_name', width: 24 },
+  { header: 'Storage', key: 'storage', width: 14 },
+  { header: 'Path', key: 'path', width: 48 },
+  { header: 'Template', key: 'template', width: 24 },
+  { header: 'Library', key: 'library', width: 9 },
+  { header: 'Frozen', key: 'frozen', width: 9 },
+  { header: 'Frozen by', key: 'frozen_by', width: 16 },
+  { header: 'Size (bytes)', key: 'size', width: 16, style: { numFmt: '#,##0' } },
+  { header: 'Quota (bytes)', key: 'quota', width: 16, style: { numFmt: '#,##0' } },
+  { header: 'Encoding priority', key: 'encoding_priority', width: 10 },
+  { header: 'Created by', key: 'created_by', width: 16 },
+  { header: 'Created at', key: 'created_at', width: 20, style: { numFmt: 'yyyy-mm-dd hh:mm:ss' } },
+  { header: 'Updated at', key: 'updated_at', width: 20, style: { numFmt: 'yyyy-mm-dd hh:mm:ss' } },
+]
+
+/** an answer as comparable data: JSON parsed, an .xlsx as its first sheet's cell values */
+async function comparable(body: Buffer, contentType: string | null): Promise<unknown> {
+  if (!contentType?.includes('spreadsheetml')) return JSON.parse(body.toString('utf8'))
+  const { default: Excel } = await import('exceljs')
+  const workbook = new Excel.Workbook()
+  await workbook.xlsx.load(body as any)
+  const rows: unknown[] = []
+  workbook.worksheets[0].eachRow((row) => rows.push(row.values))
+  return rows
+}
 
 async function childMain(spec: ServerSpec) {
   const { createMamServer } = await import('../host/index.js')
@@ -556,6 +662,7 @@ async function main() {
       'no-raw': { type: 'boolean' },
       profile: { type: 'string' },
       json: { type: 'string' },
+      keep: { type: 'string' },
     },
   })
   const projects = Number(values.projects ?? (values.full ? 1000 : 100))
@@ -576,18 +683,32 @@ async function main() {
   const cleanup: Array<() => Promise<unknown>> = []
   try {
     for (const dialect of dbs) {
-      const dataDir = await mkdtemp(path.join(os.tmpdir(), 'mamkit-routes-'))
-      cleanup.push(() => rm(dataDir, { recursive: true, force: true }))
-      let databaseUrl: string | undefined
-      if (dialect === 'postgresql') {
+      const kept = values.keep ? path.resolve(values.keep, dialect) : undefined
+      const keptFile = kept && path.join(kept, 'seeded.json')
+      const reused = keptFile ? ((await readFile(keptFile, 'utf8').then(JSON.parse, () => undefined)) as (Seeded & { databaseUrl?: string }) | undefined) : undefined
+      let dataDir: string
+      if (kept) await mkdir((dataDir = kept), { recursive: true })
+      else {
+        dataDir = await mkdtemp(path.join(os.tmpdir(), 'mamkit-routes-'))
+        cleanup.push(() => rm(dataDir, { recursive: true, force: true }))
+      }
+      let databaseUrl: string | undefined = reused?.databaseUrl
+      if (dialect === 'postgresql' && !reused) {
         if (!pgAdmin) throw new Error('--db postgresql needs MAMKIT_BENCH_DATABASE_URL or MAMKIT_TEST_DATABASE_URL')
         const scratch = await scratchDatabase('postgresql', pgAdmin)
-        cleanup.push(scratch.drop)
+        if (!kept) cleanup.push(scratch.drop)
         databaseUrl = scratch.databaseUrl
       }
-      console.log(`\n${dialect}: seeding …`)
-      const seeded = await seed({ dataDir, databaseUrl, projects, assets, bigProject: big, users: 200, teams: 20, folders: 50, log: console.log })
-      console.log(`  seeded in ${seeded.seconds.toFixed(1)} s: ${Object.entries(seeded.counts).map(([k, v]) => `${k} ${v}`).join(', ')}`)
+      let seeded: Seeded
+      if (reused) {
+        seeded = reused
+        console.log(`\n${dialect}: reusing the seed in ${dataDir}: ${Object.entries(seeded.counts).map(([k, v]) => `${k} ${v}`).join(', ')}`)
+      } else {
+        console.log(`\n${dialect}: seeding …`)
+        seeded = await seed({ dataDir, databaseUrl, projects, assets, bigProject: big, users: 200, teams: 20, folders: 50, log: console.log })
+        console.log(`  seeded in ${seeded.seconds.toFixed(1)} s: ${Object.entries(seeded.counts).map(([k, v]) => `${k} ${v}`).join(', ')}`)
+        if (keptFile) await writeFile(keptFile, JSON.stringify({ ...seeded, databaseUrl }))
+      }
       const server = await startServer({ dialect, dataDir, databaseUrl }, profileDir)
       const stop = () => stopChild(server.child)
       cleanup.push(stop)
@@ -604,7 +725,7 @@ async function main() {
         for (const who of principals) {
           const headers = { authorization: `Bearer ${keys[who]}` }
           const probe = await fetch(`http://127.0.0.1:${server.port}${c.url}`, { headers })
-          const text = await probe.text()
+          const bytes = Buffer.from(await probe.arrayBuffer())
           const row: RowOut = { db: dialect, as: who, label: c.label, status: probe.status, load: os.loadavg()[0] }
           rows.push(row)
           if (probe.status !== 200) {
@@ -617,11 +738,13 @@ async function main() {
           if (c.raw && !values['no-raw']) {
             const rawHeaders = { 'x-bench-user': String(ids[who]), 'x-bench-admin': who === 'admin' ? '1' : '0' }
             const rawProbe = await fetch(`http://127.0.0.1:${server.port}${c.raw}`, { headers: rawHeaders })
-            const rawText = await rawProbe.text()
-            if (rawProbe.status !== 200) row.same = `raw ${rawProbe.status}: ${rawText.slice(0, 200)}`
+            const rawBytes = Buffer.from(await rawProbe.arrayBuffer())
+            if (rawProbe.status !== 200) row.same = `raw ${rawProbe.status}: ${rawBytes.toString('utf8').slice(0, 200)}`
             else {
               const [count, rawCount] = [probe.headers.get('x-total-count'), rawProbe.headers.get('x-total-count')]
-              const diff = firstDifference(JSON.parse(text), JSON.parse(rawText)) ?? (count === rawCount ? undefined : `X-Total-Count: ${count} vs ${rawCount}`)
+              const diff =
+                firstDifference(await comparable(bytes, probe.headers.get('content-type')), await comparable(rawBytes, rawProbe.headers.get('content-type'))) ??
+                (count === rawCount ? undefined : `X-Total-Count: ${count} vs ${rawCount}`)
               row.same = diff === undefined ? true : diff
               const r = await load(server, c.raw, rawHeaders, options)
               Object.assign(row, { rawCpu: r.cpu, rawRps: r.result.requests.average, ratio: r.cpu / m.cpu })

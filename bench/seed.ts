@@ -268,6 +268,10 @@ export async function seed(options: SeedOptions): Promise<Seeded> {
       .orderBy([{ column: 'folder' }, { column: 'name' }])
       .offset(Math.floor(big / 2))
       .first('path')
+    // PostgreSQL's autovacuum would set the visibility map and the planner's statistics after a bulk
+    // load like this one; the test servers here run with autovacuum off, and without it every count
+    // of a folder fetched each row from the heap (10,000 rows: 29 ms against 1.6 ms)
+    if (runtime.db.dialect === 'postgresql') await knex.raw('vacuum analyze')
     const count = async (table: string) => Number((await knex(table).count({ n: '*' }))[0].n)
     const counts: Record<string, number> = {}
     for (const table of ['users', 'teams', 'team_memberships', 'access_rights', 'projects', 'assets', 'project_status_flags', 'edit_sessions', 'jobs']) counts[table] = await count(table)

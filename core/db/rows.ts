@@ -125,6 +125,19 @@ export function preparedReadIn<R = Row>(knex: { client: any }, sql: (placeholder
   }
 }
 
+/** page sizes written into prepared SQL as numbers (clients' usual `per_page`); others are bound */
+const LITERAL_LIMITS = new Set([1, 10, 20, 25, 50, 100, 200, 250, 500])
+
+/**
+ * `limit N` for a prepared page statement: `[sql, bindings]`. SQLite (3.46 on) compiles a statement
+ * again every time a LIMIT parameter is bound (its planner reads the value), so the usual page sizes
+ * are written into the text (one prepared statement each) and only unusual ones are bound: the
+ * statements prepared per connection stay few whatever `per_page` clients send.
+ */
+export function limitSql(n: number): [string, number[]] {
+  return LITERAL_LIMITS.has(n) ? [`limit ${n}`, []] : ['limit ?', [n]]
+}
+
 /**
  * The number of all matches of an OFFSET-paged list: a page that is not full ends the list, so its
  * offset plus its rows is the count, without the `count(*)` (`count`) that would read every match's

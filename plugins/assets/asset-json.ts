@@ -1,4 +1,4 @@
-import { iso } from '../../core/index.js'
+import { column, iso } from '../../core/index.js'
 import type { Asset } from './entities.js'
 
 /** What an asset's JSON is made of: an entity, or a row read without the ORM (listings). */
@@ -78,5 +78,51 @@ export function serializeAsset(a: AssetView) {
     modified_at: iso(a.mtime),
     created_at: iso(a.createdAt),
     updated_at: iso(a.updatedAt),
+  }
+}
+
+/** epoch ms (SQLite), a numeric string or a Date (PostgreSQL) → ISO 8601, as `iso(date(v))` without the Date in between when it can */
+const isoOfColumn = (v: unknown): string | null => (v === null || v === undefined ? null : typeof v === 'number' ? new Date(v).toISOString() : iso(column.date(v)))
+
+/**
+ * `serializeAsset(viewOfRow(r, project))` in one step, for listings: a page of 100 assets made 100
+ * views, 300 Dates and 100 JSON objects before the answer; this makes the JSON objects alone. The
+ * same JSON, key for key (test/plugins/assets/asset-json.test.ts compares the two).
+ */
+export function assetJsonOfRow(r: Record<string, any>, project: { id: number; name: string }) {
+  const meta = json(r.metadata) as Record<string, any>
+  const type = r.type
+  const description = r.description
+  return {
+    id: Number(r.id),
+    uuid: r.uuid,
+    name: r.name,
+    type,
+    project_id: project.id,
+    project_name: project.name,
+    path: r.path,
+    folder: r.folder,
+    size: Number(r.size),
+    duration: number(r.duration),
+    online: Boolean(r.online),
+    file_names: [r.name],
+    clip_names: [meta.clip_name ?? r.name],
+    metadata: meta,
+    analysis_state: r.analysis_state,
+    analysis_error: r.analysis_error,
+    proxy_state: r.proxy_state,
+    proxy_error: r.proxy_error,
+    proxy: { state: r.proxy_state, version: Number(r.proxy_version), kinds: Object.keys(json(r.proxies)) },
+    video: type === 'video',
+    audio: type === 'audio' || (type === 'video' && meta.audio_channels > 0),
+    image: type === 'image',
+    descriptions: description ? [description] : [],
+    description,
+    crc32: r.crc32,
+    sha256: r.sha256,
+    archive_strategy_id: null,
+    modified_at: isoOfColumn(r.mtime),
+    created_at: isoOfColumn(r.created_at),
+    updated_at: isoOfColumn(r.updated_at),
   }
 }

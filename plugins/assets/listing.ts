@@ -1,5 +1,5 @@
 import path from 'node:path'
-import { pageTotal, preparedRead, type Knex, type PreparedRead } from '../../core/index.js'
+import { limitSql, pageTotal, preparedRead, type Knex, type PreparedRead } from '../../core/index.js'
 import { ASSET_COLUMNS } from './asset-json.js'
 import { folderOf } from './files.js'
 
@@ -55,16 +55,17 @@ export class AssetListing {
     let page = `select ${ASSET_COLUMNS.join(', ')} from assets where ${where}`
     const pageArgs = [...args]
     const count = async () => Number((await this.read(`select count(*) as total from assets where ${where}`)(args))[0].total)
+    const [limit, limitArgs] = limitSql(q.perPage)
     if (q.after !== undefined) {
       // keyset paging seeks in the (project, folder, name) index: page 500 costs what page 1 does, unlike OFFSET
-      page += ' and (folder, name) > (?, ?) order by folder, name limit ?'
-      pageArgs.push(folderOf(q.after), path.posix.basename(q.after), q.perPage)
+      page += ` and (folder, name) > (?, ?) order by folder, name ${limit}`
+      pageArgs.push(folderOf(q.after), path.posix.basename(q.after), ...limitArgs)
       const [rows, total] = await Promise.all([this.read(page)(pageArgs), q.count ? count() : undefined])
       return { total, rows }
     }
     const offset = ((q.page ?? 1) - 1) * q.perPage
-    page += ' order by folder, name limit ? offset ?'
-    pageArgs.push(q.perPage, offset)
+    page += ` order by folder, name ${limit} offset ?`
+    pageArgs.push(...limitArgs, offset)
     const rows = await this.read(page)(pageArgs)
     return { total: q.count ? await pageTotal(offset, q.perPage, rows.length, count) : undefined, rows }
   }

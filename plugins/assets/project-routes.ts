@@ -8,7 +8,7 @@ import { AddAssetsInput, ChangedSinceInput, CountInput, InjectInput, ListAssetsI
 import { cleanRelative } from './service.js'
 import { inFolder } from './files.js'
 import { MAX_NAME_BYTES } from './upload-names.js'
-import { serializeAsset, viewOfRow } from './asset-json.js'
+import { assetJsonOfRow, serializeAsset } from './asset-json.js'
 import { assetListing } from './listing.js'
 
 export const MAX_UPLOAD_BYTES = 50 * 1024 ** 3
@@ -51,7 +51,7 @@ export function registerProjectAssetRoutes(api: RegisterApi) {
     const owner = { id: project.id, name: project.name }
     if (total !== undefined) ctx.set('X-Total-Count', String(total))
     if (found.length === per_page) ctx.set('X-Next-After', encodeURIComponent(found[found.length - 1].path))
-    return { assets: found.map((r: Record<string, unknown>) => serializeAsset(viewOfRow(r, owner))) }
+    return { assets: found.map((r: Record<string, unknown>) => assetJsonOfRow(r, owner)) }
   })
 
   routes.get('/projects/:id/count_assets', { access: 'authenticated', params: IdParams, input: CountInput, summary: 'number of assets inside a folder' }, async (ctx) => {

@@ -1,6 +1,6 @@
 import { Type } from 'typebox'
-import { IdParam, IdParams, User, coreServices, conflict, forbidden, invalidParam, type RegisterApi, type MamContext, type Principal } from '../../core/index.js'
-import { AccessRight, Team, TeamMembership } from './entities.js'
+import { IdParam, IdParams, User, column, coreServices, conflict, forbidden, iso, invalidParam, notFound, preparedRead, type Knex, type PreparedRead, type RegisterApi, type MamContext, type Principal } from '../../core/index.js'
+import { Team, TeamMembership } from './entities.js'
 import { TeamInput } from './schemas.js'
 import { identityServices } from './refs.js'
 import { findUser } from './users-routes.js'
@@ -93,11 +93,31 @@ export function registerTeamRoutes({ routes, events }: RegisterApi) {
     return { user: await showUser(ctx, user) }
   })
 
+  // plain rows from two prepared statements (the team with the caller's membership, then its rights):
+  // entities, a fork and a count cost ~60 times the queries (bench/routes.ts)
+  let teamRights: { team: PreparedRead; rights: PreparedRead } | undefined
   routes.get('/teams/:id/access_rights', { access: 'authenticated', params: IdParams, summary: "a team's rights on every object" }, async (ctx) => {
-    const team = await teams(ctx).get(ctx.em, ctx.params.id)
-    const member = await ctx.em.count(TeamMembership, { team, user: ctx.user.userId })
-    if (!member && !ctx.user.isAdmin) throw forbidden('Only members of the team and administrators see its rights')
-    const rights = await ctx.em.find(AccessRight, { team }, { populate: ['team'], orderBy: { objectType: 'asc', objectId: 'asc' } })
-    return { access_rights: rights.map((r) => ctx.resolve(identityServices.accessRights).serialize(r)) }
+    const knex = ctx.resolve(coreServices.knex) as Knex
+    teamRights ??= {
+      team: preparedRead(knex, 'select t.id, (select count(*) from team_memberships m where m.team_id = t.id and m.user_id = ?) as member from teams t where t.id = ?'),
+      rights: preparedRead(knex, 'select id, team_id, object_type, object_id, read, write, created_at, updated_at from access_rights where team_id = ? order by object_type, object_id'),
+    }
+    const [team] = await teamRights.team([ctx.user.userId, ctx.params.id])
+    if (!team) throw notFound('team', ctx.params.id)
+    if (!Number(team.member) && !ctx.user.isAdmin) throw forbidden('Only members of the team and administrators see its rights')
+    const rows = await teamRights.rights([ctx.params.id])
+    // AccessRightService.serialize, from the row
+    return {
+      access_rights: rows.map((r) => ({
+        id: Number(r.id),
+        team_id: Number(r.team_id),
+        object_type: r.object_type as string,
+        object_id: Number(r.object_id),
+        read: column.bool(r.read),
+        write: column.bool(r.write),
+        created_at: iso(column.date(r.created_at)),
+        updated_at: iso(column.date(r.updated_at)),
+      })),
+    }
   })
 }

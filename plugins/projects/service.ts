@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { safeName, iso, MamError, conflict, notFound, User, isUniqueViolation, moveExclusive, type Outbox, type EntityManager, type Knex, type MamContext, type StorageRegistry, type StorageJournal, type Principal, column, pageTotal, preparedRead, containsIgnoringCase, type PreparedRead, makeDirs } from '../../core/index.js'
+import { safeName, iso, MamError, conflict, notFound, User, isUniqueViolation, moveExclusive, type Outbox, type EntityManager, type Knex, type MamContext, type StorageRegistry, type StorageJournal, type Principal, column, limitSql, pageTotal, preparedRead, containsIgnoringCase, type PreparedRead, makeDirs } from '../../core/index.js'
 import { projectCreated } from './events.js'
 import { realpath, rename, stat } from 'node:fs/promises'
 import path from 'node:path'
@@ -221,7 +221,8 @@ export class ProjectService {
       args.push(principal.userId)
     }
     const offset = (q.page - 1) * q.perPage
-    const rows = await this.listStatement(`select ${PROJECT_COLUMNS.join(', ')} from projects p where ${where} order by p.name, p.id limit ? offset ?`)([...args, q.perPage, offset])
+    const [limit, limitArgs] = limitSql(q.perPage)
+    const rows = await this.listStatement(`select ${PROJECT_COLUMNS.join(', ')} from projects p where ${where} order by p.name, p.id ${limit} offset ?`)([...args, ...limitArgs, offset])
     const total = await pageTotal(offset, q.perPage, rows.length, async () => Number((await this.listStatement(`select count(*) as total from projects p where ${where}`)(args))[0].total))
     return { total, rows: rows.map(projectViewOfRow) }
   }
