@@ -5,10 +5,12 @@
  *     [--keep] [--reuse <database>] [--search-only]
  *
  * Seeding a million assets takes minutes, so PostgreSQL's seeded database can be kept and reused:
- *   --keep            leave the scratch PostgreSQL database in place after the run and print its name
+ *   --keep            leave the scratch PostgreSQL database in place after the run and print its name; its
+ *                     data dir (the server's secret key, which seals rows of the database) is kept as
+ *                     `$TMPDIR/mamkit-bench-<name>`
  *   --reuse <name>    run against that kept database (on the server of MAMKIT_BENCH_DATABASE_URL /
- *                     MAMKIT_TEST_DATABASE_URL) without seeding it again: PostgreSQL only; `--assets` is
- *                     ignored (the database holds what its seeding run made). Implies --keep.
+ *                     MAMKIT_TEST_DATABASE_URL) and its data dir without seeding: PostgreSQL only;
+ *                     `--assets` is ignored (the database holds what its seeding run made)
  *   --search-only     time the searches only (no LIKE ceiling, bulk update or generator, which write)
  * e.g. seed once: `node dist/bench/search.js --assets 1000000 --only postgresql --keep --search-only`,
  * then `node dist/bench/search.js --only postgresql --reuse mamkit_t_… --search-only` per change.
@@ -30,6 +32,9 @@
  * Figures: p50/p99 per kind and the ratio of search to the LIKE lookup, within one run.
  */
 import { randomUUID } from 'node:crypto'
+import { mkdir } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { databaseKinds, scratchDatabase, startTestServer, type DbKind, type TestServer } from '../test/helpers/index.js'
 
@@ -76,22 +81,27 @@ async function time(n: number, fn: (i: number) => Promise<unknown>): Promise<num
   return out
 }
 
+/** the data dir kept beside a kept database (its secret key seals rows in the database) */
+export const keptDataDir = (name: string) => path.join(tmpdir(), `mamkit-bench-${name}`)
+
 /** PostgreSQL's database for this run: a kept one (--reuse), or a scratch one dropped at the end unless --keep */
-async function database(db: DbKind): Promise<{ databaseUrl?: string; drop(): Promise<void> }> {
+async function database(db: DbKind): Promise<{ databaseUrl?: string; dataDir?: string; drop(): Promise<void> }> {
   if (db === 'sqlite') return { databaseUrl: undefined, drop: async () => {} }
   if (args.reuse) {
     const url = new URL(SERVER_URL!)
     url.pathname = `/${args.reuse}`
-    return { databaseUrl: url.toString(), drop: async () => {} }
+    return { databaseUrl: url.toString(), dataDir: keptDataDir(args.reuse), drop: async () => {} }
   }
   const scratch = await scratchDatabase(db, SERVER_URL)
   if (!args.keep) return scratch
-  return { databaseUrl: scratch.databaseUrl, drop: async () => console.log(`[${db}] kept database ${new URL(scratch.databaseUrl!).pathname.slice(1)} (--reuse it)`) }
+  const name = new URL(scratch.databaseUrl!).pathname.slice(1)
+  await mkdir(keptDataDir(name), { recursive: true })
+  return { databaseUrl: scratch.databaseUrl, dataDir: keptDataDir(name), drop: async () => console.log(`[${db}] kept database ${name} and data dir ${keptDataDir(name)} (--reuse ${name})`) }
 }
 
 async function run(db: DbKind) {
   const scratch = await database(db)
-  const s: TestServer = await startTestServer({ db, runJobs: true, databaseUrl: scratch.databaseUrl })
+  const s: TestServer = await startTestServer({ db, runJobs: true, databaseUrl: scratch.databaseUrl, dataDir: scratch.dataDir })
   const knex = s.runtime.db.knex
   const reuse = db === 'postgresql' && args.reuse !== undefined
   // a kept-alive socket the server closed during a pause (index builds, ANALYZE) resets once: ask again

@@ -21,14 +21,37 @@ import { type Knex, type Migration } from '../../core/index.js'
 const CUSTOM_PLANS = 'SET plan_cache_mode = force_custom_plan'
 
 /**
+ * 0005: each custom value and indexed property of a document as one lexeme of its own (`fields`, a
+ * second tsvector with its own GIN index): `B:client=acme corp` (a custom value: the field's words,
+ * `=`, the value's words) and `C:reel name=a001` (a property). A `field:value` filter is then a prefix
+ * match on one lexeme (`'B:client=acme':*`), a narrow range of GIN entries, where the phrase in the
+ * weighted document (`'client':B <-> 'acme':*B`) made GIN intersect the posting lists of the field's
+ * words, which every document with a value of that field holds (`client`: a third of a million; `reel`
+ * and `name`: all of them), and recheck each candidate's tsvector. Cut at 480 characters (a lexeme
+ * takes at most 2,047 bytes); a longer filter falls back to the phrase (service.ts).
+ */
+const PG_FIELD_LEXEME = `CREATE FUNCTION mamkit_field_lexeme(part text, field text, value text) RETURNS text IMMUTABLE LANGUAGE sql AS $$
+   SELECT left(part || ':' || btrim(mamkit_words(field)) || '=' || btrim(mamkit_words(value)), 480) $$`
+/** the `fields` of the asset `a`: its custom values and its indexed technical properties */
+const PG_ASSET_FIELDS = `array_to_tsvector(ARRAY(
+         SELECT mamkit_field_lexeme('B', f.name, v.text_value) FROM custom_metadata_values v JOIN custom_metadata_fields f ON f.id = v.custom_metadata_field_id
+           WHERE v.owner_type = 'asset' AND v.owner_id = a.id AND btrim(mamkit_words(v.text_value)) <> ''
+         UNION SELECT mamkit_field_lexeme('C', j.key, j.value) FROM json_each_text(a.metadata) j
+           WHERE j.key IN (SELECT name FROM search_properties) AND btrim(mamkit_words(j.value)) <> ''))`
+/** the `fields` of the project `p`: its custom values */
+const PG_PROJECT_FIELDS = `array_to_tsvector(ARRAY(
+         SELECT mamkit_field_lexeme('B', f.name, v.text_value) FROM custom_metadata_values v JOIN custom_metadata_fields f ON f.id = v.custom_metadata_field_id
+           WHERE v.owner_type = 'project' AND v.owner_id = p.id AND btrim(mamkit_words(v.text_value)) <> ''))`
+
+/**
  * The function that writes assets' documents. `spoken`: with the texts other plugins give an asset
  * (`search_texts`: transcript sentences), weight `D`. Migration 0001 made it without them, 0002 with.
  */
-const pgAssetsFunction = (spoken: boolean) => `CREATE OR REPLACE FUNCTION mamkit_search_assets(ids integer[]) RETURNS void LANGUAGE plpgsql ${CUSTOM_PLANS} AS $$
+const pgAssetsFunction = (spoken: boolean, fields = false) => `CREATE OR REPLACE FUNCTION mamkit_search_assets(ids integer[]) RETURNS void LANGUAGE plpgsql ${CUSTOM_PLANS} AS $$
    BEGIN
      DELETE FROM search_documents WHERE kind = 'asset' AND object_id = ANY(ids);
-     INSERT INTO search_documents (kind, object_id, project_id, asset_type, folder, created_at, tsv)
-     SELECT 'asset', a.id, a.project_id, a.type, a.folder, a.created_at,
+     INSERT INTO search_documents (kind, object_id, project_id, asset_type, folder, created_at, ${fields ? 'fields, ' : ''}tsv)
+     SELECT 'asset', a.id, a.project_id, a.type, a.folder, a.created_at,${fields ? `\n       ${PG_ASSET_FIELDS},` : ''}
        setweight(to_tsvector('simple', mamkit_words(a.name || ' ' || a.path)), 'A')
        || setweight(to_tsvector('simple', mamkit_words((SELECT string_agg(f.name || ' ' || v.text_value, ' ') FROM custom_metadata_values v JOIN custom_metadata_fields f ON f.id = v.custom_metadata_field_id WHERE v.owner_type = 'asset' AND v.owner_id = a.id))), 'B')
        || setweight(to_tsvector('simple', mamkit_words((SELECT string_agg(j.key || ' ' || j.value, ' ') FROM json_each_text(a.metadata) j WHERE j.key IN (SELECT name FROM search_properties)))), 'C')${
@@ -36,6 +59,18 @@ const pgAssetsFunction = (spoken: boolean) => `CREATE OR REPLACE FUNCTION mamkit
        || setweight(to_tsvector('simple', mamkit_words((SELECT string_agg(t.text, ' ' ORDER BY t.source_id, t.start_ms, t.id) FROM search_texts t WHERE t.asset_id = a.id))), 'D')` : ''
        }
      FROM assets a WHERE a.id = ANY(ids);
+   END $$`
+
+/** the function that writes projects' documents; `fields`: with the field lexemes (0005) */
+const pgProjectsFunction = (fields: boolean) => `CREATE OR REPLACE FUNCTION mamkit_search_projects(ids integer[]) RETURNS void LANGUAGE plpgsql ${CUSTOM_PLANS} AS $$
+   BEGIN
+     DELETE FROM search_documents WHERE kind = 'project' AND object_id = ANY(ids);
+     INSERT INTO search_documents (kind, object_id, project_id, asset_type, folder, created_at, ${fields ? 'fields, ' : ''}tsv)
+     SELECT 'project', p.id, p.id, NULL, NULL, p.created_at,${fields ? `\n       ${PG_PROJECT_FIELDS},` : ''}
+       setweight(to_tsvector('simple', mamkit_words(p.name)), 'A')
+       || setweight(to_tsvector('simple', mamkit_words((SELECT string_agg(f.name || ' ' || v.text_value, ' ') FROM custom_metadata_values v JOIN custom_metadata_fields f ON f.id = v.custom_metadata_field_id WHERE v.owner_type = 'project' AND v.owner_id = p.id))), 'B')
+       || setweight(to_tsvector('simple', mamkit_words(coalesce(p.alternative_name, '') || ' ' || coalesce(p.description, ''))), 'C')
+     FROM projects p WHERE p.id = ANY(ids);
    END $$`
 
 const PG = [
@@ -54,16 +89,7 @@ const PG = [
   `CREATE INDEX search_documents_project ON search_documents (project_id, kind, object_id)`,
   `CREATE FUNCTION mamkit_words(t text) RETURNS text IMMUTABLE LANGUAGE sql AS $$ SELECT regexp_replace(lower(coalesce(t, '')), '[^[:alnum:]]+', ' ', 'g') $$`,
   pgAssetsFunction(false),
-  `CREATE FUNCTION mamkit_search_projects(ids integer[]) RETURNS void LANGUAGE plpgsql ${CUSTOM_PLANS} AS $$
-   BEGIN
-     DELETE FROM search_documents WHERE kind = 'project' AND object_id = ANY(ids);
-     INSERT INTO search_documents (kind, object_id, project_id, asset_type, folder, created_at, tsv)
-     SELECT 'project', p.id, p.id, NULL, NULL, p.created_at,
-       setweight(to_tsvector('simple', mamkit_words(p.name)), 'A')
-       || setweight(to_tsvector('simple', mamkit_words((SELECT string_agg(f.name || ' ' || v.text_value, ' ') FROM custom_metadata_values v JOIN custom_metadata_fields f ON f.id = v.custom_metadata_field_id WHERE v.owner_type = 'project' AND v.owner_id = p.id))), 'B')
-       || setweight(to_tsvector('simple', mamkit_words(coalesce(p.alternative_name, '') || ' ' || coalesce(p.description, ''))), 'C')
-     FROM projects p WHERE p.id = ANY(ids);
-   END $$`,
+  pgProjectsFunction(false).replace('CREATE OR REPLACE', 'CREATE'),
   `CREATE FUNCTION mamkit_search_asset_row() RETURNS trigger LANGUAGE plpgsql AS $$
    BEGIN
      IF TG_OP = 'DELETE' THEN DELETE FROM search_documents WHERE kind = 'asset' AND object_id = OLD.id; RETURN NULL; END IF;
@@ -152,6 +178,18 @@ const PG_DIRTY = [
      RETURN NULL;
    END $$`,
 ]
+
+/**
+ * 0005: the field lexemes (PG_FIELD_LEXEME above), filled for the documents that exist in one pass per
+ * batch of ids, without rebuilding their words.
+ */
+const PG_FIELDS = [
+  `ALTER TABLE search_documents ADD COLUMN fields tsvector NOT NULL DEFAULT ''`,
+  PG_FIELD_LEXEME,
+  pgAssetsFunction(true, true),
+  pgProjectsFunction(true),
+]
+const PG_FIELDS_INDEX = `CREATE INDEX search_documents_fields ON search_documents USING gin (fields)`
 
 // ---- SQLite -----------------------------------------------------------------------------------
 
@@ -310,6 +348,27 @@ export const migrations: Migration[] = [
     name: '0004-search-dirty',
     async up(knex, dialect) {
       if (dialect === 'postgresql') for (const statement of PG_DIRTY) await knex.raw(statement)
+    },
+  },
+  {
+    // PostgreSQL: field:value against one lexeme per value (PG_FIELD_LEXEME); SQLite's FTS5 column filter stays
+    name: '0005-search-field-lexemes',
+    async up(knex, dialect) {
+      if (dialect !== 'postgresql') return
+      for (const statement of PG_FIELDS) await knex.raw(statement)
+      // the documents that exist, by id ranges; an update moves each row, so the word index is built anew
+      // after it (one build, not an insert of every document's words again), as is the new index
+      await knex.raw('DROP INDEX search_documents_tsv')
+      const [{ hi }] = (await knex.raw(`SELECT coalesce(max(id), 0) AS hi FROM search_documents`)).rows
+      for (let lo = 0; lo <= Number(hi); lo += 50_000) {
+        await knex.raw(
+          `UPDATE search_documents d SET fields = ${PG_ASSET_FIELDS} FROM assets a WHERE d.kind = 'asset' AND a.id = d.object_id AND d.id > ? AND d.id <= ?`,
+          [lo, lo + 50_000],
+        )
+        await knex.raw(`UPDATE search_documents d SET fields = ${PG_PROJECT_FIELDS} FROM projects p WHERE d.kind = 'project' AND p.id = d.object_id AND d.id > ? AND d.id <= ?`, [lo, lo + 50_000])
+      }
+      await knex.raw(`CREATE INDEX search_documents_tsv ON search_documents USING gin (tsv)`)
+      await knex.raw(PG_FIELDS_INDEX)
     },
   },
 ]

@@ -49,9 +49,28 @@ export function parseTerm(term: string): ParsedTerm {
   return out
 }
 
+/** a field filter resolved: a custom field (by name) or a whitelisted property, with the words the index holds for it */
+export type FieldFilter = ({ kind: 'custom'; name: string } | { kind: 'property'; key: string }) & { value: string; words: string[] }
+
 // ---- PostgreSQL tsquery ------------------------------------------------------------------------
 
 const lexeme = (w: string) => `'${w.replace(/'/g, "''")}'`
+/** a lexeme of any characters in tsquery's own syntax (quoted; quotes and backslashes escaped) */
+export const tsLexeme = (w: string) => `'${w.replace(/\\/g, '\\\\').replace(/'/g, "''")}'`
+
+/** the longest field lexeme the index holds (mamkit_field_lexeme, migration 0005: a lexeme takes at most 2,047 bytes) */
+export const FIELD_LEXEME_MAX = 480
+
+/**
+ * The field lexeme a `field:value` filter is a prefix of (PostgreSQL's `fields` column, migration 0005):
+ * `B:client=acme corp` for a custom field, `C:reel name=a001` for a property: the part, the field's
+ * words, `=`, the value's words, as mamkit_field_lexeme writes them. Null when it is longer than the
+ * index keeps (the filter is then the phrase in the weighted document).
+ */
+export function fieldLexeme(f: FieldFilter): string | null {
+  const text = `${f.kind === 'custom' ? 'B' : 'C'}:${wordsOf(f.kind === 'custom' ? f.name : f.key).join(' ')}=${wordsOf(f.value).join(' ')}`
+  return [...text].length > FIELD_LEXEME_MAX ? null : text
+}
 
 /** `'inter':* & 'red' <-> 'car'`: words as prefixes, phrases exact; null when there is nothing */
 export function tsquery(words: string[], phrases: string[][]): string | null {

@@ -1,6 +1,6 @@
 import type { AccessRightService } from '../identity/index.js'
 import { refreshAssets } from './migrations.js'
-import { ftsAny, ftsField, ftsQuery, parseTerm, tsquery, tsqueryAny, tsqueryField, wordsOf, type ParsedTerm } from './query.js'
+import { fieldLexeme, ftsAny, ftsField, ftsQuery, parseTerm, tsLexeme, tsquery, tsqueryAny, tsqueryField, wordsOf, type FieldFilter, type ParsedTerm } from './query.js'
 
 import { column, escapeLike, invalid, type Dialect, type Knex, type ParamError, type Principal } from '../../core/index.js'
 export interface SearchFilters {
@@ -70,8 +70,6 @@ export interface SearchResult {
   next: { a?: SearchKey; p?: SearchKey } | null
 }
 
-/** a field filter resolved: a custom field (by name) or a whitelisted property, with the words the index holds for it */
-type FieldFilter = ({ kind: 'custom'; name: string } | { kind: 'property'; key: string }) & { value: string; words: string[] }
 
 const SNIPPET = 80
 /** a window whose ids span at most this many times its size is read by id range, not through the word index */
@@ -263,6 +261,14 @@ export class SearchService {
     const free = pg ? tsquery(term.words, term.phrases) : ftsQuery(term.words, term.phrases)
     const positive = [free, ...fieldParts].filter(Boolean).join(pg ? ' & ' : ' AND ') || null
     const negative = pg ? tsqueryAny(term.excluded) : ftsAny(term.excluded)
+    // PostgreSQL: which documents match is tested on the words (`tsv`) for the free words and on the field
+    // lexemes (`fields`, migration 0005) for field:value, a narrow range of GIN entries where the phrase in
+    // `tsv` intersected the posting lists of the field's own words (in every document that has the field);
+    // the rank stays that of `positive` over `tsv`, so the order is unchanged. A filter too long for a
+    // lexeme keeps the phrase.
+    const lexemes = pg ? filters.map(fieldLexeme) : []
+    const wordsPart = pg ? [free, ...fieldParts.filter((_, i) => lexemes[i] === null)].filter(Boolean).join(' & ') || null : positive
+    const fieldsPart = lexemes.filter((l): l is string => l !== null).map((l) => `${tsLexeme(l)}:*`).join(' & ') || null
     // PostgreSQL: a real (float4); the keyset compares it as one (`?::real`), since a float4 read into JS and sent back as a double would not equal itself
     // PostgreSQL: the rank of a tsvector column (`d.tsv`, or a window's copy of it)
     const rankOf = (tsv: string): Knex.Raw => (positive ? k.raw(`ts_rank_cd('{0.1, 0.2, 0.4, 1.0}', ${tsv}, to_tsquery('simple', ?))`, [positive]) : k.raw('0::real'))
@@ -270,10 +276,11 @@ export class SearchService {
     // indexed false (PostgreSQL): the word test as `IS TRUE`, which the GIN index cannot answer, so an id range is read instead
     const matches = (indexed = true) => {
       let q = k('search_documents as d').join('projects as p', 'p.id', 'd.project_id').where('d.kind', kind).where('p.deleted', false)
-      if (positive) {
-        if (pg) q = q.whereRaw(indexed ? `d.tsv @@ to_tsquery('simple', ?)` : `(d.tsv @@ to_tsquery('simple', ?)) IS TRUE`, [positive])
-        else q = q.join('search_fts as f', 'f.rowid', 'd.id').whereRaw('search_fts MATCH ?', [positive])
-      }
+      if (pg) {
+        if (wordsPart) q = q.whereRaw(indexed ? `d.tsv @@ to_tsquery('simple', ?)` : `(d.tsv @@ to_tsquery('simple', ?)) IS TRUE`, [wordsPart])
+        // a tsquery literal (not to_tsquery, which would split the lexeme at its spaces and signs)
+        if (fieldsPart) q = q.whereRaw(indexed ? `d.fields @@ ?::tsquery` : `(d.fields @@ ?::tsquery) IS TRUE`, [fieldsPart])
+      } else if (positive) q = q.join('search_fts as f', 'f.rowid', 'd.id').whereRaw('search_fts MATCH ?', [positive])
       if (negative) {
         if (pg) q = q.whereRaw(`NOT d.tsv @@ to_tsquery('simple', ?)`, [negative])
         else q = q.whereNotIn('d.id', k('search_fts').whereRaw('search_fts MATCH ?', [negative]).select('rowid'))
