@@ -50,13 +50,21 @@ export function parseTerm(term: string): ParsedTerm {
 }
 
 /** a field filter resolved: a custom field (by name) or a whitelisted property, with the words the index holds for it */
-export type FieldFilter = ({ kind: 'custom'; name: string } | { kind: 'property'; key: string }) & { value: string; words: string[] }
+export type FieldFilter = ({ kind: 'custom'; name: string } | { kind: 'property'; key: string }) & {
+  value: string
+  words: string[]
+  /** PostgreSQL: the field lexeme the filter is tested on (`fields`), or null: the phrase in the words (service.ts, narrowLexeme) */
+  lexeme?: string | null
+}
 
 // ---- PostgreSQL tsquery ------------------------------------------------------------------------
 
 const lexeme = (w: string) => `'${w.replace(/'/g, "''")}'`
 /** a lexeme of any characters in tsquery's own syntax (quoted; quotes and backslashes escaped) */
 export const tsLexeme = (w: string) => `'${w.replace(/\\/g, '\\\\').replace(/'/g, "''")}'`
+
+/** a field lexeme prefix held by at most this many documents (planner's estimate) is tested on `fields`; a broader one keeps the phrase */
+export const FIELD_LEXEME_ROWS = 50_000
 
 /** the longest field lexeme the index holds (mamkit_field_lexeme, migration 0005: a lexeme takes at most 2,047 bytes) */
 export const FIELD_LEXEME_MAX = 480

@@ -294,3 +294,29 @@ onEachDatabase(
     }
   },
 )
+
+onEachDatabase(t, 'search: field:value is the start of the field\'s value (PostgreSQL: one lexeme per value in `fields`, kept with the value, the field name and the property list)', async (t, s) => {
+  const set = await makeSet(s, { name: 'Production', applies_to: 'both' })
+  await makeField(s, { name: 'client', type: 'text', custom_metadata_set_id: set.id })
+  const project = await createProject(s, s.user, { name: 'Lexemes' })
+  const acme = await asset(s, project.id, 'x/chase.mov', { reel_name: 'B017', clip_name: 'take two' })
+  const other = await asset(s, project.id, 'x/other.mov', { reel_name: 'B170' })
+  t.equal((await s.request('PUT', `/assets/${acme}/update_metadata`, { token: s.user.token, json: { custom_metadata: { client: 'ACME Corp.' } } })).status, 200)
+  const find = (term: string) => s.request('GET', '/search', { token: s.user.token, query: { term } })
+  t.same(names(await find('client:"acme co"')), ['chase.mov'], 'words of the value in order, the last a prefix')
+  t.same(names(await find('client:corp')), [], 'not a word inside the value')
+  t.same(names(await find('client:"acme corp" chase')), ['chase.mov'], 'with a word')
+  t.same(names(await find('reel_name:b01')), ['chase.mov'])
+  t.same(names(await find('reel_name:b1')), ['other.mov'])
+  t.same(names(await find('clip_name:"take tw" reel_name:b0')), ['chase.mov'], 'two filters')
+  t.same(names(await find(`client:${'a'.repeat(100)} reel_name:${'b'.repeat(100)}`)), [], 'long filters')
+  if (s.db !== 'postgresql') return
+  const fields = async (id: number) => String((await s.runtime.db.knex('search_documents').where({ kind: 'asset', object_id: id }).first('fields')).fields)
+  t.equal(await fields(acme), "'B:client=acme corp' 'C:clip name=take two' 'C:reel name=b017'", 'a custom value and the indexed properties, as words')
+  const fieldId = (await s.runtime.db.knex('custom_metadata_fields').where({ name: 'client' }).first('id')).id
+  t.equal((await s.request('PUT', `/custom_metadata_fields/${fieldId}`, { token: s.admin.token, json: { name: 'Customer_Name' } })).status, 200)
+  t.equal(await fields(acme), "'B:customer name=acme corp' 'C:clip name=take two' 'C:reel name=b017'", 'a renamed field')
+  t.same(names(await find('customer_name:acme')), ['chase.mov'])
+  t.equal((await s.request('PUT', `/assets/${acme}/update_metadata`, { token: s.user.token, json: { custom_metadata: { Customer_Name: '' } } })).status, 200)
+  t.notMatch(await fields(acme), /B:/, 'a cleared value leaves')
+})
