@@ -193,8 +193,34 @@ const PG_FIELDS_INDEX = `CREATE INDEX search_documents_fields ON search_document
 
 // ---- SQLite -----------------------------------------------------------------------------------
 
-/** the words of the assets `where` selects (`a` is the asset), written into both tables */
-const sqliteAssets = (where: string, spoken = true) => `
+/**
+ * 0006, SQLite: each custom value and indexed property of a document as `=b= field = value` / `=c= key =
+ * value` in a second FTS5 table (`search_fields_fts`, rowid the document's id), whose tokenizer keeps `=`
+ * in tokens (`tokenchars '='`) and where every `=` of the text itself is a space: the markers `=b=`,
+ * `=c=` and `=` are tokens no word can be. A `field:value` filter is then the phrase `"=b= client = acme
+ * co" *`, which holds only where a value of that field starts with those words (the last a prefix):
+ * PostgreSQL's field lexemes (0005) on FTS5's own word rule, so both databases answer `field:value` alike.
+ */
+const SQLITE_FIELDS_FTS = `CREATE VIRTUAL TABLE search_fields_fts USING fts5(fields, tokenize = "unicode61 remove_diacritics 0 tokenchars '='")`
+const sqliteFieldsOfValues = (ownerType: string, owner: string) =>
+  `coalesce((SELECT group_concat('=b= ' || replace(f.name, '=', ' ') || ' = ' || replace(v.text_value, '=', ' '), ' ') FROM custom_metadata_values v JOIN custom_metadata_fields f ON f.id = v.custom_metadata_field_id WHERE v.owner_type = '${ownerType}' AND v.owner_id = ${owner}), '')`
+/** the field texts of the documents of kind `kind` that `where` selects (`a` the asset / `p` the project), into search_fields_fts */
+const sqliteFields = (kind: 'asset' | 'project', where: string) => {
+  const [table, alias] = kind === 'asset' ? ['assets', 'a'] : ['projects', 'p']
+  const text =
+    kind === 'asset'
+      ? `${sqliteFieldsOfValues('asset', 'a.id')} || ' ' ||
+      coalesce((SELECT group_concat('=c= ' || replace(j.key, '=', ' ') || ' = ' || replace(j.value, '=', ' '), ' ') FROM json_each(a.metadata) j WHERE j.key IN (SELECT name FROM search_properties)), '')`
+      : sqliteFieldsOfValues('project', 'p.id')
+  return `
+  DELETE FROM search_fields_fts WHERE rowid IN (SELECT d.id FROM search_documents d JOIN ${table} ${alias} ON ${alias}.id = d.object_id WHERE d.kind = '${kind}' AND ${where});
+  INSERT INTO search_fields_fts (rowid, fields)
+    SELECT d.id, ${text}
+    FROM ${table} ${alias} JOIN search_documents d ON d.kind = '${kind}' AND d.object_id = ${alias}.id WHERE ${where};`
+}
+
+/** the words of the assets `where` selects (`a` is the asset), written into both tables (and the field texts: `fields`, 0006) */
+const sqliteAssets = (where: string, spoken = true, fields = true) => `
   DELETE FROM search_fts WHERE rowid IN (SELECT d.id FROM search_documents d JOIN assets a ON a.id = d.object_id WHERE d.kind = 'asset' AND ${where});
   INSERT INTO search_documents (kind, object_id, project_id, asset_type, folder, created_at)
     SELECT 'asset', a.id, a.project_id, a.type, a.folder, a.created_at FROM assets a WHERE ${where}
@@ -206,9 +232,9 @@ const sqliteAssets = (where: string, spoken = true) => `
         spoken ? `,
       coalesce((SELECT group_concat(t.text, ' ') FROM (SELECT text FROM search_texts WHERE asset_id = a.id ORDER BY source_id, start_ms, id) t), '')` : ''
       }
-    FROM assets a JOIN search_documents d ON d.kind = 'asset' AND d.object_id = a.id WHERE ${where};`
+    FROM assets a JOIN search_documents d ON d.kind = 'asset' AND d.object_id = a.id WHERE ${where};${fields ? sqliteFields('asset', where) : ''}`
 
-const sqliteProjects = (where: string) => `
+const sqliteProjects = (where: string, fields = true) => `
   DELETE FROM search_fts WHERE rowid IN (SELECT d.id FROM search_documents d JOIN projects p ON p.id = d.object_id WHERE d.kind = 'project' AND ${where});
   INSERT INTO search_documents (kind, object_id, project_id, asset_type, folder, created_at)
     SELECT 'project', p.id, p.id, NULL, NULL, p.created_at FROM projects p WHERE ${where}
@@ -217,27 +243,44 @@ const sqliteProjects = (where: string) => `
     SELECT d.id, p.name,
       coalesce((SELECT group_concat(f.name || ' ' || v.text_value, ' ') FROM custom_metadata_values v JOIN custom_metadata_fields f ON f.id = v.custom_metadata_field_id WHERE v.owner_type = 'project' AND v.owner_id = p.id), ''),
       coalesce(p.alternative_name, '') || ' ' || coalesce(p.description, '')
-    FROM projects p JOIN search_documents d ON d.kind = 'project' AND d.object_id = p.id WHERE ${where};`
+    FROM projects p JOIN search_documents d ON d.kind = 'project' AND d.object_id = p.id WHERE ${where};${fields ? sqliteFields('project', where) : ''}`
 
-const sqliteRemove = (kind: string, id: string) => `
-  DELETE FROM search_fts WHERE rowid IN (SELECT id FROM search_documents WHERE kind = '${kind}' AND object_id = ${id});
+const sqliteRemove = (kind: string, id: string, fields = true) => `
+  DELETE FROM search_fts WHERE rowid IN (SELECT id FROM search_documents WHERE kind = '${kind}' AND object_id = ${id});${
+    fields ? `
+  DELETE FROM search_fields_fts WHERE rowid IN (SELECT id FROM search_documents WHERE kind = '${kind}' AND object_id = ${id});` : ''
+  }
   DELETE FROM search_documents WHERE kind = '${kind}' AND object_id = ${id};`
 
 /** the triggers that write assets' documents (they name the FTS columns, so 0002 makes them anew) */
-const sqliteAssetTriggers = (spoken: boolean) => [
-  `CREATE TRIGGER search_assets_insert AFTER INSERT ON assets BEGIN ${sqliteAssets('a.id = NEW.id', spoken)} END`,
+const sqliteAssetTriggers = (spoken: boolean, fields = false) => [
+  `CREATE TRIGGER search_assets_insert AFTER INSERT ON assets BEGIN ${sqliteAssets('a.id = NEW.id', spoken, fields)} END`,
   `CREATE TRIGGER search_assets_update AFTER UPDATE ON assets
      WHEN OLD.name IS NOT NEW.name OR OLD.path IS NOT NEW.path OR OLD.type IS NOT NEW.type OR OLD.project_id IS NOT NEW.project_id OR OLD.metadata IS NOT NEW.metadata
-     BEGIN ${sqliteAssets('a.id = NEW.id', spoken)} END`,
+     BEGIN ${sqliteAssets('a.id = NEW.id', spoken, fields)} END`,
   `CREATE TRIGGER search_fields_rename AFTER UPDATE ON custom_metadata_fields WHEN OLD.name IS NOT NEW.name BEGIN
-     ${sqliteAssets(`a.id IN (SELECT owner_id FROM custom_metadata_values WHERE custom_metadata_field_id = NEW.id AND owner_type = 'asset')`, spoken)}
-     ${sqliteProjects(`p.id IN (SELECT owner_id FROM custom_metadata_values WHERE custom_metadata_field_id = NEW.id AND owner_type = 'project')`)}
+     ${sqliteAssets(`a.id IN (SELECT owner_id FROM custom_metadata_values WHERE custom_metadata_field_id = NEW.id AND owner_type = 'asset')`, spoken, fields)}
+     ${sqliteProjects(`p.id IN (SELECT owner_id FROM custom_metadata_values WHERE custom_metadata_field_id = NEW.id AND owner_type = 'project')`, fields)}
    END`,
   ...(['INSERT', 'UPDATE', 'DELETE'] as const).map((op) => {
     const row = op === 'DELETE' ? 'OLD' : 'NEW'
-    return `CREATE TRIGGER search_values_${op.toLowerCase()}_asset AFTER ${op} ON custom_metadata_values WHEN ${row}.owner_type = 'asset' BEGIN ${sqliteAssets(`a.id = ${row}.owner_id`, spoken)} END`
+    return `CREATE TRIGGER search_values_${op.toLowerCase()}_asset AFTER ${op} ON custom_metadata_values WHEN ${row}.owner_type = 'asset' BEGIN ${sqliteAssets(`a.id = ${row}.owner_id`, spoken, fields)} END`
   }),
 ]
+/** the triggers that write projects' documents and remove assets' (0006 makes them anew with the field texts) */
+const sqliteProjectTriggers = (fields: boolean) => [
+  `CREATE TRIGGER search_assets_delete AFTER DELETE ON assets BEGIN ${sqliteRemove('asset', 'OLD.id', fields)} END`,
+  `CREATE TRIGGER search_projects_insert AFTER INSERT ON projects BEGIN ${sqliteProjects('p.id = NEW.id', fields)} END`,
+  `CREATE TRIGGER search_projects_update AFTER UPDATE ON projects
+     WHEN OLD.name IS NOT NEW.name OR OLD.description IS NOT NEW.description OR OLD.alternative_name IS NOT NEW.alternative_name
+     BEGIN ${sqliteProjects('p.id = NEW.id', fields)} END`,
+  `CREATE TRIGGER search_projects_delete AFTER DELETE ON projects BEGIN ${sqliteRemove('project', 'OLD.id', fields)} END`,
+  ...(['INSERT', 'UPDATE', 'DELETE'] as const).map((op) => {
+    const row = op === 'DELETE' ? 'OLD' : 'NEW'
+    return `CREATE TRIGGER search_values_${op.toLowerCase()}_project AFTER ${op} ON custom_metadata_values WHEN ${row}.owner_type = 'project' BEGIN ${sqliteProjects(`p.id = ${row}.owner_id`, fields)} END`
+  }),
+]
+const SQLITE_PROJECT_TRIGGERS = ['search_assets_delete', 'search_projects_insert', 'search_projects_update', 'search_projects_delete', 'search_values_insert_project', 'search_values_update_project', 'search_values_delete_project']
 const SQLITE_ASSET_TRIGGERS = ['search_assets_insert', 'search_assets_update', 'search_fields_rename', 'search_values_insert_asset', 'search_values_update_asset', 'search_values_delete_asset']
 const FTS = (spoken: boolean) => `CREATE VIRTUAL TABLE search_fts USING fts5(name, custom, props${spoken ? ', spoken' : ''}, tokenize = 'unicode61 remove_diacritics 0')`
 
@@ -256,20 +299,11 @@ const SQLITE = [
   // columns weighted by bm25 at query time: name and path, custom values, technical properties / description
   FTS(false),
   ...sqliteAssetTriggers(false),
-  `CREATE TRIGGER search_assets_delete AFTER DELETE ON assets BEGIN ${sqliteRemove('asset', 'OLD.id')} END`,
-  `CREATE TRIGGER search_projects_insert AFTER INSERT ON projects BEGIN ${sqliteProjects('p.id = NEW.id')} END`,
-  `CREATE TRIGGER search_projects_update AFTER UPDATE ON projects
-     WHEN OLD.name IS NOT NEW.name OR OLD.description IS NOT NEW.description OR OLD.alternative_name IS NOT NEW.alternative_name
-     BEGIN ${sqliteProjects('p.id = NEW.id')} END`,
-  `CREATE TRIGGER search_projects_delete AFTER DELETE ON projects BEGIN ${sqliteRemove('project', 'OLD.id')} END`,
-  ...(['INSERT', 'UPDATE', 'DELETE'] as const).map((op) => {
-    const row = op === 'DELETE' ? 'OLD' : 'NEW'
-    return `CREATE TRIGGER search_values_${op.toLowerCase()}_project AFTER ${op} ON custom_metadata_values WHEN ${row}.owner_type = 'project' BEGIN ${sqliteProjects(`p.id = ${row}.owner_id`)} END`
-  }),
+  ...sqliteProjectTriggers(false),
 ]
 
 /** rebuilds the documents of every asset and project, in batches of ids (after the property list changed) */
-export async function reindex(knex: Knex, dialect: string, kinds: Array<'asset' | 'project'> = ['asset', 'project'], signal?: AbortSignal, spoken = true): Promise<number> {
+export async function reindex(knex: Knex, dialect: string, kinds: Array<'asset' | 'project'> = ['asset', 'project'], signal?: AbortSignal, spoken = true, fields = true): Promise<number> {
   let n = 0
   for (const kind of kinds) {
     const table = kind === 'asset' ? 'assets' : 'projects'
@@ -282,7 +316,7 @@ export async function reindex(knex: Knex, dialect: string, kinds: Array<'asset' 
       if (dialect === 'postgresql') await knex.raw(`SELECT mamkit_search_${table}(?::integer[])`, [ids])
       else
         await knex.transaction(async (trx) => {
-          const sql = kind === 'asset' ? sqliteAssets(`a.id BETWEEN ${lo} AND ${hi}`, spoken) : sqliteProjects(`p.id BETWEEN ${lo} AND ${hi}`)
+          const sql = kind === 'asset' ? sqliteAssets(`a.id BETWEEN ${lo} AND ${hi}`, spoken, fields) : sqliteProjects(`p.id BETWEEN ${lo} AND ${hi}`, fields)
           for (const statement of sql.split(';').map((s) => s.trim()).filter(Boolean)) await trx.raw(statement)
         })
       n += ids.length
@@ -308,7 +342,7 @@ export const migrations: Migration[] = [
       for (const statement of dialect === 'postgresql' ? PG : SQLITE) await knex.raw(statement)
       await knex('search_properties').insert(DEFAULT_PROPERTIES.map((name) => ({ name })))
       // documents for what exists already
-      await reindex(knex, dialect, ['asset', 'project'], undefined, false)
+      await reindex(knex, dialect, ['asset', 'project'], undefined, false, false)
     },
   },
   {
@@ -333,7 +367,7 @@ export const migrations: Migration[] = [
         await knex.raw(FTS(true))
         for (const statement of sqliteAssetTriggers(true)) await knex.raw(statement)
         await knex('search_documents').delete()
-        await reindex(knex, dialect)
+        await reindex(knex, dialect, ['asset', 'project'], undefined, true, false)
       }
     },
   },
@@ -369,6 +403,20 @@ export const migrations: Migration[] = [
       }
       await knex.raw(`CREATE INDEX search_documents_tsv ON search_documents USING gin (tsv)`)
       await knex.raw(PG_FIELDS_INDEX)
+    },
+  },
+  {
+    // SQLite: field:value on the field texts (SQLITE_FIELDS_FTS), as PostgreSQL on its field lexemes (0005)
+    name: '0006-search-field-texts',
+    async up(knex, dialect) {
+      if (dialect === 'postgresql') return
+      await knex.raw(SQLITE_FIELDS_FTS)
+      for (const name of [...SQLITE_ASSET_TRIGGERS, ...SQLITE_PROJECT_TRIGGERS]) await knex.raw(`DROP TRIGGER IF EXISTS ${name}`)
+      for (const statement of [...sqliteAssetTriggers(true, true), ...sqliteProjectTriggers(true)]) await knex.raw(statement)
+      for (const kind of ['asset', 'project'] as const) {
+        const sql = sqliteFields(kind, 'true')
+        for (const statement of sql.split(';').map((s) => s.trim()).filter(Boolean)) await knex.raw(statement)
+      }
     },
   },
 ]

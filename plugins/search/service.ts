@@ -1,6 +1,6 @@
 import type { AccessRightService } from '../identity/index.js'
 import { refreshAssets } from './migrations.js'
-import { FIELD_LEXEME_ROWS, fieldLexeme, ftsAny, ftsField, ftsQuery, parseTerm, tsLexeme, tsquery, tsqueryAny, tsqueryField, wordsOf, type FieldFilter, type ParsedTerm } from './query.js'
+import { FIELD_LEXEME_ROWS, fieldLexeme, ftsAny, ftsField, ftsFieldText, ftsQuery, parseTerm, tsLexeme, tsquery, tsqueryAny, tsqueryField, wordsOf, type FieldFilter, type ParsedTerm } from './query.js'
 
 import { column, escapeLike, invalid, type Dialect, type Knex, type ParamError, type Principal } from '../../core/index.js'
 export interface SearchFilters {
@@ -154,7 +154,7 @@ export class SearchService {
       else errors.push({ param: 'term', message: `names ${field}:, which is neither a custom metadata field nor a searchable property (${[...props].join(', ')})` })
     }
     if (errors.length) throw invalid(errors)
-    if (this.dialect === 'postgresql') for (const f of out) f.lexeme = await this.narrowLexeme(f)
+    if (this.dialect === 'postgresql') for (const f of out) f.indexed = await this.narrowLexeme(f)
     return out
   }
 
@@ -162,23 +162,25 @@ export class SearchService {
   private readonly estimates = new Map<string, { at: number; rows: number }>()
 
   /**
-   * PostgreSQL: the field lexeme a filter is tested on (`fields`' GIN index), when it is narrow: held by at
-   * most FIELD_LEXEME_ROWS documents, by the planner's estimate (a bitmap's cost grows with its entries).
-   * A broad one (`client:client` when every value starts with "client": 333,000 documents at a million
-   * assets, a ~50 ms bitmap) costs less as the phrase in the words' index, whose AND with the term's other
-   * words GIN skips through: it keeps the phrase (null).
+   * PostgreSQL: whether a filter is tested through `fields`' GIN index: when it is narrow, its lexeme prefix
+   * held by at most FIELD_LEXEME_ROWS documents by the planner's estimate (a bitmap's cost grows with its
+   * entries). A broad one (`client:client` when every value starts with "client": 333,000 documents at a
+   * million assets, a ~50 ms bitmap) finds its candidates as the phrase in the words' index, whose AND with
+   * the term's other words GIN skips through, and `fields` rechecks them: the same answer either way.
    */
-  private async narrowLexeme(f: FieldFilter): Promise<string | null> {
+  private async narrowLexeme(f: FieldFilter): Promise<boolean> {
     const lexeme = fieldLexeme(f)
-    if (lexeme === null) return null
     let known = this.estimates.get(lexeme)
     if (!known || Date.now() - known.at > 60_000) {
       const plan = await this.knex.raw(`EXPLAIN (FORMAT JSON) SELECT 1 FROM search_documents WHERE fields @@ ?::tsquery`, [`${tsLexeme(lexeme)}:*`])
       if (this.estimates.size > 1000) this.estimates.clear()
       this.estimates.set(lexeme, (known = { at: Date.now(), rows: Number(plan.rows[0]['QUERY PLAN'][0].Plan['Plan Rows']) }))
     }
-    return known.rows <= FIELD_LEXEME_ROWS ? lexeme : null
+    return known.rows <= this.fieldLexemeRows
   }
+
+  /** FIELD_LEXEME_ROWS; the tests set it to 0 to take the broad path on a small database */
+  fieldLexemeRows = FIELD_LEXEME_ROWS
 
   /**
    * One list's page: the matching documents the user may read, by relevance. PostgreSQL ranks with
@@ -284,14 +286,17 @@ export class SearchService {
     const free = pg ? tsquery(term.words, term.phrases) : ftsQuery(term.words, term.phrases)
     const positive = [free, ...fieldParts].filter(Boolean).join(pg ? ' & ' : ' AND ') || null
     const negative = pg ? tsqueryAny(term.excluded) : ftsAny(term.excluded)
-    // PostgreSQL: which documents match is tested on the words (`tsv`) for the free words and on the field
-    // lexemes (`fields`, migration 0005) for field:value, a narrow range of GIN entries where the phrase in
-    // `tsv` intersected the posting lists of the field's own words (in every document that has the field);
-    // the rank stays that of `positive` over `tsv`, so the order is unchanged. A filter too long for a
-    // lexeme keeps the phrase.
-    const lexemes = pg ? filters.map((f) => f.lexeme ?? null) : []
-    const wordsPart = pg ? [free, ...fieldParts.filter((_, i) => lexemes[i] === null)].filter(Boolean).join(' & ') || null : positive
-    const fieldsPart = lexemes.filter((l): l is string => l !== null).map((l) => `${tsLexeme(l)}:*`).join(' & ') || null
+    // field:value holds where a value of the field starts with the words (the last a prefix), on both
+    // databases alike. PostgreSQL: a narrow filter is tested on its field lexeme alone (`fields`' GIN, 0005),
+    // a range of GIN entries where the phrase intersected the posting lists of the field's own words (in
+    // every document that has the field); a broad one keeps the phrase in `tsv` to find candidates, and its
+    // lexeme rechecks them (`IS TRUE`: not through the index). SQLite: the phrase in FTS5 for the rank, and
+    // the field texts (search_fields_fts, 0006) for the start of the value. The rank stays that of
+    // `positive` over the words, so the order is the same on every path.
+    const wordsPart = pg ? [free, ...fieldParts.filter((_, i) => !filters[i].indexed)].filter(Boolean).join(' & ') || null : positive
+    const lexemes = (indexed: boolean) => filters.filter((f) => !!f.indexed === indexed).map((f) => `${tsLexeme(fieldLexeme(f))}:*`).join(' & ') || null
+    const fieldsPart = pg ? lexemes(true) : null
+    const fieldsCheck = pg ? lexemes(false) : filters.map(ftsFieldText).join(' AND ') || null
     // PostgreSQL: a real (float4); the keyset compares it as one (`?::real`), since a float4 read into JS and sent back as a double would not equal itself
     // PostgreSQL: the rank of a tsvector column (`d.tsv`, or a window's copy of it)
     const rankOf = (tsv: string): Knex.Raw => (positive ? k.raw(`ts_rank_cd('{0.1, 0.2, 0.4, 1.0}', ${tsv}, to_tsquery('simple', ?))`, [positive]) : k.raw('0::real'))
@@ -303,7 +308,11 @@ export class SearchService {
         if (wordsPart) q = q.whereRaw(indexed ? `d.tsv @@ to_tsquery('simple', ?)` : `(d.tsv @@ to_tsquery('simple', ?)) IS TRUE`, [wordsPart])
         // a tsquery literal (not to_tsquery, which would split the lexeme at its spaces and signs)
         if (fieldsPart) q = q.whereRaw(indexed ? `d.fields @@ ?::tsquery` : `(d.fields @@ ?::tsquery) IS TRUE`, [fieldsPart])
-      } else if (positive) q = q.join('search_fts as f', 'f.rowid', 'd.id').whereRaw('search_fts MATCH ?', [positive])
+        if (fieldsCheck) q = q.whereRaw(`(d.fields @@ ?::tsquery) IS TRUE`, [fieldsCheck])
+      } else {
+        if (positive) q = q.join('search_fts as f', 'f.rowid', 'd.id').whereRaw('search_fts MATCH ?', [positive])
+        if (fieldsCheck) q = q.whereIn('d.id', k('search_fields_fts').whereRaw('search_fields_fts MATCH ?', [fieldsCheck]).select('rowid'))
+      }
       if (negative) {
         if (pg) q = q.whereRaw(`NOT d.tsv @@ to_tsquery('simple', ?)`, [negative])
         else q = q.whereNotIn('d.id', k('search_fts').whereRaw('search_fts MATCH ?', [negative]).select('rowid'))

@@ -295,7 +295,7 @@ onEachDatabase(
   },
 )
 
-onEachDatabase(t, 'search: field:value is the start of the field\'s value (PostgreSQL: one lexeme per value in `fields`, kept with the value, the field name and the property list)', async (t, s) => {
+onEachDatabase(t, 'search: field:value is the start of the field\'s value on both databases (PostgreSQL: one lexeme per value in `fields`; SQLite: the field texts), kept with the value and the field name', async (t, s) => {
   const set = await makeSet(s, { name: 'Production', applies_to: 'both' })
   await makeField(s, { name: 'client', type: 'text', custom_metadata_set_id: set.id })
   const project = await createProject(s, s.user, { name: 'Lexemes' })
@@ -310,13 +310,46 @@ onEachDatabase(t, 'search: field:value is the start of the field\'s value (Postg
   t.same(names(await find('reel_name:b1')), ['other.mov'])
   t.same(names(await find('clip_name:"take tw" reel_name:b0')), ['chase.mov'], 'two filters')
   t.same(names(await find(`client:${'a'.repeat(100)} reel_name:${'b'.repeat(100)}`)), [], 'long filters')
+
+  // the start of the value, nothing else, on both databases and both PostgreSQL paths (a narrow filter on its
+  // lexeme's index; a broad one found by the phrase and rechecked on the lexeme: fieldLexemeRows 0 forces it)
+  await makeField(s, { name: 'notes', type: 'text', custom_metadata_set_id: set.id })
+  await makeField(s, { name: 'client acme', type: 'text', custom_metadata_set_id: set.id })
+  const inside = await asset(s, project.id, 'y/inside.mov')
+  const inNotes = await asset(s, project.id, 'y/notes.mov')
+  const longer = await asset(s, project.id, 'y/longer.mov')
+  const across = await asset(s, project.id, 'y/across.mov')
+  const signs = await asset(s, project.id, 'y/signs.mov', { clip_name: 'Take=2 (alt)' })
+  const set1 = async (id: number, custom_metadata: Record<string, string>) =>
+    t.equal((await s.request('PUT', `/assets/${id}/update_metadata`, { token: s.user.token, json: { custom_metadata } })).status, 200)
+  await set1(inside, { client: 'Big Client Acme' })
+  await set1(inNotes, { notes: 'client acme called' })
+  await set1(longer, { 'client acme': 'Corp' })
+  await set1(across, { client: 'Zed', notes: 'acme' })
+  await set1(signs, { client: '  «Acme»—Holdings = Ltd' })
+  const service = s.runtime.container.resolve<any>('search.service')
+  for (const broad of [false, true]) {
+    if (broad && s.db !== 'postgresql') break
+    if (s.db === 'postgresql') service.fieldLexemeRows = broad ? 0 : 50_000
+    const path = broad ? ' (broad path)' : ''
+    t.same(names(await find('client:acme')), ['chase.mov', 'signs.mov'], `not inside a value, another field's value, a longer field's name or across values${path}`)
+    t.same(names(await find('client:"acme holdings lt"')), ['signs.mov'], `signs between the words${path}`)
+    t.same(names(await find('client:big')), ['inside.mov'], path)
+    t.same(names(await find('client:"big client acme"')), ['inside.mov'], path)
+    t.same(names(await find('"client acme"')), ['chase.mov', 'inside.mov', 'longer.mov', 'notes.mov', 'signs.mov'], `a phrase is still anywhere${path}`)
+    t.same(names(await find('clip_name:"take 2 al"')), ['signs.mov'], path)
+    t.same(names(await find('clip_name:take')), ['chase.mov', 'signs.mov'], path)
+    t.same(names(await find('clip_name:take inside')), [], `with a word${path}`)
+    t.same(names(await find('notes:acme')), ['across.mov'], path)
+  }
+  if (s.db === 'postgresql') service.fieldLexemeRows = 50_000
   if (s.db !== 'postgresql') return
   const fields = async (id: number) => String((await s.runtime.db.knex('search_documents').where({ kind: 'asset', object_id: id }).first('fields')).fields)
   t.equal(await fields(acme), "'B:client=acme corp' 'C:clip name=take two' 'C:reel name=b017'", 'a custom value and the indexed properties, as words')
   const fieldId = (await s.runtime.db.knex('custom_metadata_fields').where({ name: 'client' }).first('id')).id
   t.equal((await s.request('PUT', `/custom_metadata_fields/${fieldId}`, { token: s.admin.token, json: { name: 'Customer_Name' } })).status, 200)
   t.equal(await fields(acme), "'B:customer name=acme corp' 'C:clip name=take two' 'C:reel name=b017'", 'a renamed field')
-  t.same(names(await find('customer_name:acme')), ['chase.mov'])
+  t.same(names(await find('customer_name:acme')), ['chase.mov', 'signs.mov'])
   t.equal((await s.request('PUT', `/assets/${acme}/update_metadata`, { token: s.user.token, json: { custom_metadata: { Customer_Name: '' } } })).status, 200)
   t.notMatch(await fields(acme), /B:/, 'a cleared value leaves')
 })
