@@ -1,7 +1,7 @@
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
 import { assertProblem, onEachDatabase, waitFor, waitForJobs, type TestServer } from '../../helpers/index.js'
-import { createProject, readerAndStranger } from '../projects/fixtures.js'
+import { createProject, grant, readerAndStranger } from '../projects/fixtures.js'
 import { insertAssets, makeField, makeSet } from '../custom-metadata/fixtures.js'
 
 async function asset(s: TestServer, projectId: number, path: string, metadata: Record<string, unknown> = {}, type = 'video'): Promise<number> {
@@ -353,3 +353,55 @@ onEachDatabase(t, 'search: field:value is the start of the field\'s value on bot
   t.equal((await s.request('PUT', `/assets/${acme}/update_metadata`, { token: s.user.token, json: { custom_metadata: { Customer_Name: '' } } })).status, 200)
   t.notMatch(await fields(acme), /B:/, 'a cleared value leaves')
 })
+
+onEachDatabase(
+  t,
+  'search: a reader\'s frequent word walks the readable documents first (PostgreSQL readableWalk): the same rows and order as the one statement, window by window',
+  async (t, s) => {
+    const [a, b, c] = [await createProject(s, s.user, { name: 'Walk A' }), await createProject(s, s.admin, { name: 'Walk B' }), await createProject(s, s.admin, { name: 'Walk C' })]
+    const { reader } = await readerAndStranger(s, c.id)
+    await grant(s, a.id, reader, { read: true })
+    // interleaved over the three projects, oldest first: the word in names, in properties, or missing, some excluded
+    for (let i = 1; i <= 24; i++) {
+      const project = [a, b, c][i % 3]
+      const name = i % 4 === 0 ? `w/plain-${i}.mov` : i % 5 === 0 ? `w/okapi-draft-${i}.mov` : `w/okapi-${i}.mov`
+      await asset(s, project.id, name, i % 2 ? { reel_name: `okapi ${i}` } : {}, i % 3 ? 'video' : 'audio')
+    }
+    const service = s.runtime.container.resolve<any>('search.service')
+    const walkAll = async (query: Record<string, string>) => {
+      const seen: number[] = []
+      let after: string | undefined
+      for (let page = 0; page < 30; page++) {
+        const r = await s.request('GET', '/search', { token: reader.token, query: { per_page: '2', ...query, ...(after ? { after } : {}) } })
+        if (r.status !== 200) t.fail(r.text)
+        seen.push(...r.body.assets.map((x: any) => x.id))
+        after = r.headers.get('x-next-after') ?? undefined
+        if (!after) break
+      }
+      return seen
+    }
+    const readable = new Set((await s.runtime.db.knex('assets').whereIn('project_id', [a.id, c.id]).select('id')).map((r: any) => Number(r.id)))
+    // the walk's statements, counted (PostgreSQL takes it when forced; SQLite has one plan)
+    let lateral = 0
+    const spy = (q: { sql: string }) => void (/CROSS JOIN LATERAL/.test(q.sql) && lateral++)
+    s.runtime.db.knex.on('query', spy)
+    const queries: Array<Record<string, string>> = [{ term: 'okapi' }, { term: 'okapi -draft' }, { term: 'oka', type: 'video' }]
+    for (const query of queries) {
+      service.frequentRows = Infinity
+      const plain = await walkAll(query)
+      t.equal(lateral, 0, 'the one statement')
+      service.frequentRows = 0
+      service.readableShare = 1
+      const walked = await walkAll(query)
+      t.equal(lateral > 0, s.db === 'postgresql', 'the readable walk (PostgreSQL)')
+      lateral = 0
+      service.frequentRows = 20_000
+      service.readableShare = 0.15
+      t.ok(plain.length > 3, `${query.term}: more than a window`)
+      t.same(walked, plain, `${query.term}: the same rows in the same order`)
+      t.ok(plain.every((id) => readable.has(id)), `${query.term}: readable rows only`)
+    }
+    s.runtime.db.knex.off('query', spy)
+  },
+  { config: { plugins: { search: { rankWindow: 3 } } } },
+)
