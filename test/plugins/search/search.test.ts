@@ -300,7 +300,7 @@ onEachDatabase(t, 'search: field:value is the start of the field\'s value on bot
   await makeField(s, { name: 'client', type: 'text', custom_metadata_set_id: set.id })
   const project = await createProject(s, s.user, { name: 'Lexemes' })
   const acme = await asset(s, project.id, 'x/chase.mov', { reel_name: 'B017', clip_name: 'take two' })
-  const other = await asset(s, project.id, 'x/other.mov', { reel_name: 'B170' })
+  await asset(s, project.id, 'x/other.mov', { reel_name: 'B170' })
   t.equal((await s.request('PUT', `/assets/${acme}/update_metadata`, { token: s.user.token, json: { custom_metadata: { client: 'ACME Corp.' } } })).status, 200)
   const find = (term: string) => s.request('GET', '/search', { token: s.user.token, query: { term } })
   t.same(names(await find('client:"acme co"')), ['chase.mov'], 'words of the value in order, the last a prefix')
