@@ -198,7 +198,7 @@ export class SearchService {
     key: SearchKey | undefined,
     offset: number,
   ): Promise<SearchKey[]> {
-    const { matches, rank, rankOf, wordsPart } = this.matching(kind, principal, term, filters, o)
+    const { matches, rank, rankOf, tests } = this.matching(kind, principal, term, filters, o)
     const size = this.rankWindow()
     const pg = this.dialect === 'postgresql'
     // the ids' upper end, for the width of the first window
@@ -232,7 +232,7 @@ export class SearchService {
       }
       // PostgreSQL, one statement: the newest matches (a backward walk of the ids for a frequent word, the
       // word index for a rare one, as the planner sees fit), ranked among themselves, with the window's floor
-      const walk = await this.readableWalk(kind, principal, wordsPart)
+      const walk = await this.readableWalk(kind, principal, tests)
       const rows = await this.knex
         .with('c', walk ? walk(matches, top) : candidates.select('d.object_id as id', 'd.tsv'))
         .from('c')
@@ -274,8 +274,8 @@ export class SearchService {
     return known.rows
   }
 
-  /** a word test the planner estimates at this many documents or more is frequent (readableWalk); the tests lower it */
-  frequentRows = 20_000
+  /** a term the planner estimates in this share of a kind's documents or more is frequent (readableWalk); the tests lower it */
+  frequentShare = 0.05
   /** a user who may read at most this share of a kind's documents (planner's estimate) walks their ids first (readableWalk); the tests raise it */
   readableShare = 0.15
 
@@ -287,20 +287,22 @@ export class SearchService {
    * documents come newest first from an index-only scan of `(kind, object_id) INCLUDE (project_id)`
    * (migration 0007; 94,000 index entries in ~360 pages), and only those (9,400) are fetched and tested,
    * one index probe each (LATERAL … OFFSET 0, which keeps the planner from merging the two walks). Taken
-   * when the words are frequent (≥ frequentRows documents by the planner's estimate: a rare word is better
-   * served by its index) and the user reads a small share of the documents (≤ readableShare: a probe per
-   * readable document costs ~5 times a step of the plain walk). Null: the one statement as it is. The same
-   * candidates either way: every filter of `matches` applies to the probed document.
+   * when the term is frequent (its words and field filters in ≥ frequentShare of the kind's documents by
+   * the planner's estimate: the walk probes about rankWindow / share readable documents, 20,000 at 5 %,
+   * where a rarer term is better served by its indexes) and the user reads a small share of the documents
+   * (≤ readableShare: a probe per readable document costs ~5 times a step of the plain walk). Null: the
+   * one statement as it is. The same candidates either way: every filter of `matches` applies to the
+   * probed document.
    */
   private async readableWalk(
     kind: 'asset' | 'project',
     principal: Principal,
-    wordsPart: string | null,
+    tests: { sql: string; bindings: unknown[] } | null,
   ): Promise<((matches: (indexed?: boolean) => Knex.QueryBuilder, top: number | null) => Knex.QueryBuilder) | null> {
-    if (this.dialect !== 'postgresql' || principal.isAdmin || !wordsPart) return null
-    if ((await this.estimate(`SELECT 1 FROM search_documents WHERE kind = ? AND tsv @@ to_tsquery('simple', ?)`, [kind, wordsPart])) < this.frequentRows) return null
-    const readable = (await this.knex('projects').where('deleted', false).whereIn('id', this.rights.readableIds(principal, 'project')).select('id')).map((r: any) => Number(r.id))
+    if (this.dialect !== 'postgresql' || principal.isAdmin || !tests) return null
     const all = await this.estimate(`SELECT 1 FROM search_documents WHERE kind = ?`, [kind])
+    if ((await this.estimate(`SELECT 1 FROM search_documents d WHERE d.kind = ? AND ${tests.sql}`, [kind, ...tests.bindings])) < this.frequentShare * all) return null
+    const readable = (await this.knex('projects').where('deleted', false).whereIn('id', this.rights.readableIds(principal, 'project')).select('id')).map((r: any) => Number(r.id))
     const mine = await this.estimate(`SELECT 1 FROM search_documents WHERE kind = ? AND project_id = ANY(?::int[])`, [kind, readable])
     if (mine > this.readableShare * all) return null
     const size = this.rankWindow()
@@ -326,7 +328,7 @@ export class SearchService {
     term: ParsedTerm,
     filters: FieldFilter[],
     o: SearchFilters & { after?: Date; before?: Date },
-  ): { matches: (indexed?: boolean) => Knex.QueryBuilder; rank: Knex.Raw; rankOf: (tsv: string) => Knex.Raw; wordsPart: string | null } {
+  ): { matches: (indexed?: boolean) => Knex.QueryBuilder; rank: Knex.Raw; rankOf: (tsv: string) => Knex.Raw; tests: { sql: string; bindings: unknown[] } | null } {
     const k = this.knex
     const pg = this.dialect === 'postgresql'
     // field:value is a phrase in the field's part of the document ("client acme…"), so the index answers it too
@@ -377,7 +379,10 @@ export class SearchService {
       // the access filter is part of the statement: the limit counts only readable rows
       return this.rights.scope(q, principal, 'project', 'd.project_id')
     }
-    return { matches, rank, rankOf, wordsPart: pg ? wordsPart : null }
+    // PostgreSQL: the term's indexed tests, for the planner's estimate of how many documents hold it (readableWalk)
+    const parts = [wordsPart && { sql: `d.tsv @@ to_tsquery('simple', ?)`, binding: wordsPart }, fieldsPart && { sql: `d.fields @@ ?::tsquery`, binding: fieldsPart }].filter((x): x is { sql: string; binding: string } => !!x)
+    const tests = pg && parts.length ? { sql: parts.map((x) => x.sql).join(' AND '), bindings: parts.map((x) => x.binding) } : null
+    return { matches, rank, rankOf, tests }
   }
 
   private async valuesOf(kind: 'asset' | 'project', ids: number[]): Promise<Map<number, Array<{ field: string; text: string }>>> {

@@ -387,15 +387,15 @@ onEachDatabase(
     s.runtime.db.knex.on('query', spy)
     const queries: Array<Record<string, string>> = [{ term: 'okapi' }, { term: 'okapi -draft' }, { term: 'oka', type: 'video' }]
     for (const query of queries) {
-      service.frequentRows = Infinity
+      service.frequentShare = Infinity
       const plain = await walkAll(query)
       t.equal(lateral, 0, 'the one statement')
-      service.frequentRows = 0
+      service.frequentShare = 0
       service.readableShare = 1
       const walked = await walkAll(query)
       t.equal(lateral > 0, s.db === 'postgresql', 'the readable walk (PostgreSQL)')
       lateral = 0
-      service.frequentRows = 20_000
+      service.frequentShare = 0.05
       service.readableShare = 0.15
       t.ok(plain.length > 3, `${query.term}: more than a window`)
       t.same(walked, plain, `${query.term}: the same rows in the same order`)
