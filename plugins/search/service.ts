@@ -276,6 +276,8 @@ export class SearchService {
 
   /** a term the planner estimates in this share of a kind's documents or more is frequent (readableWalk); the tests lower it */
   frequentShare = 0.05
+  /** the readable walk is for a kind with at least this many documents (planner's estimate); the tests lower it */
+  walkDocuments = 100_000
   /** a user who may read at most this share of a kind's documents (planner's estimate) walks their ids first (readableWalk); the tests raise it */
   readableShare = 0.15
 
@@ -301,6 +303,8 @@ export class SearchService {
   ): Promise<((matches: (indexed?: boolean) => Knex.QueryBuilder, top: number | null) => Knex.QueryBuilder) | null> {
     if (this.dialect !== 'postgresql' || principal.isAdmin || !tests) return null
     const all = await this.estimate(`SELECT 1 FROM search_documents WHERE kind = ?`, [kind])
+    // a small index (the projects' list, a young database) gains nothing worth three estimates and a round trip
+    if (all < this.walkDocuments) return null
     if ((await this.estimate(`SELECT 1 FROM search_documents d WHERE d.kind = ? AND ${tests.sql}`, [kind, ...tests.bindings])) < this.frequentShare * all) return null
     const readable = (await this.knex('projects').where('deleted', false).whereIn('id', this.rights.readableIds(principal, 'project')).select('id')).map((r: any) => Number(r.id))
     const mine = await this.estimate(`SELECT 1 FROM search_documents WHERE kind = ? AND project_id = ANY(?::int[])`, [kind, readable])

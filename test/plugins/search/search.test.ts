@@ -392,11 +392,13 @@ onEachDatabase(
       t.equal(lateral, 0, 'the one statement')
       service.frequentShare = 0
       service.readableShare = 1
+      service.walkDocuments = 0
       const walked = await walkAll(query)
       t.equal(lateral > 0, s.db === 'postgresql', 'the readable walk (PostgreSQL)')
       lateral = 0
       service.frequentShare = 0.05
       service.readableShare = 0.15
+      service.walkDocuments = 100_000
       t.ok(plain.length > 3, `${query.term}: more than a window`)
       t.same(walked, plain, `${query.term}: the same rows in the same order`)
       t.ok(plain.every((id) => readable.has(id)), `${query.term}: readable rows only`)
