@@ -50,6 +50,12 @@ export const TABLES_WITHOUT_ENTITY = [
   'search_fts_content',
   'search_fts_docsize',
   'search_fts_config',
+  'search_fields_fts', // field:value's texts on SQLite (plugins/search/migrations.ts, 0006)
+  'search_fields_fts_data',
+  'search_fields_fts_idx',
+  'search_fields_fts_content',
+  'search_fields_fts_docsize',
+  'search_fields_fts_config',
 ]
 
 /**

@@ -49,9 +49,40 @@ export function parseTerm(term: string): ParsedTerm {
   return out
 }
 
+/**
+ * A field filter resolved: a custom field (by name) or a whitelisted property, with the words the index
+ * holds for it. It holds where a value of that field starts with the value's words, the last a prefix
+ * (on both databases: PostgreSQL's field lexemes, `fields`, 0005; SQLite's field texts, 0006).
+ */
+export type FieldFilter = ({ kind: 'custom'; name: string } | { kind: 'property'; key: string }) & {
+  value: string
+  words: string[]
+  /** PostgreSQL: tested through `fields`' GIN index (narrow), else the phrase in the words' index finds the candidates and `fields` rechecks them (service.ts, narrowLexeme) */
+  indexed?: boolean
+}
+
 // ---- PostgreSQL tsquery ------------------------------------------------------------------------
 
 const lexeme = (w: string) => `'${w.replace(/'/g, "''")}'`
+/** a lexeme of any characters in tsquery's own syntax (quoted; quotes and backslashes escaped) */
+export const tsLexeme = (w: string) => `'${w.replace(/\\/g, '\\\\').replace(/'/g, "''")}'`
+
+/** a field lexeme prefix held by at most this many documents (planner's estimate) is tested on `fields`; a broader one keeps the phrase */
+export const FIELD_LEXEME_ROWS = 50_000
+
+/** the longest field lexeme the index holds (mamkit_field_lexeme, migration 0005: a lexeme takes at most 2,047 bytes) */
+export const FIELD_LEXEME_MAX = 480
+
+/**
+ * The field lexeme a `field:value` filter is a prefix of (PostgreSQL's `fields` column, migration 0005):
+ * `B:client=acme corp` for a custom field, `C:reel name=a001` for a property: the part, the field's
+ * words, `=`, the value's words, as mamkit_field_lexeme writes them, cut where it cuts them (480
+ * characters: a field name is at most 255 and a value part 100, so a real filter is never cut).
+ */
+export function fieldLexeme(f: FieldFilter): string {
+  const text = `${f.kind === 'custom' ? 'B' : 'C'}:${wordsOf(f.kind === 'custom' ? f.name : f.key).join(' ')}=${wordsOf(f.value).join(' ')}`
+  return [...text].slice(0, FIELD_LEXEME_MAX).join('')
+}
 
 /** `'inter':* & 'red' <-> 'car'`: words as prefixes, phrases exact; null when there is nothing */
 export function tsquery(words: string[], phrases: string[][]): string | null {
@@ -80,6 +111,13 @@ export const ftsAny = (phrases: string[][]): string | null => (phrases.length ? 
 export function tsqueryField(words: string[], weight: 'B' | 'C'): string {
   return `(${words.map((w, i) => `${lexeme(w)}:${i === words.length - 1 ? '*' : ''}${weight}`).join(' <-> ')})`
 }
+
+/**
+ * FTS5, the field texts (search_fields_fts, migration 0006): `"=b= client = acme co" *`, a value of the
+ * field `client` that starts with `acme co…` (the markers are tokens no word can be)
+ */
+export const ftsFieldText = (f: FieldFilter): string =>
+  `${quoteFts(`${f.kind === 'custom' ? '=b=' : '=c='} ${wordsOf(f.kind === 'custom' ? f.name : f.key).join(' ')} = ${wordsOf(f.value).join(' ')}`)} *`
 
 /** FTS5: `custom : "client acme" *`, in the column of the field's part of the document */
 export const ftsField = (words: string[], col: 'custom' | 'props'): string => `${col} : ${quoteFts(words.join(' '))} *`

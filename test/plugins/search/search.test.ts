@@ -1,7 +1,7 @@
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
 import { assertProblem, onEachDatabase, waitFor, waitForJobs, type TestServer } from '../../helpers/index.js'
-import { createProject, readerAndStranger } from '../projects/fixtures.js'
+import { createProject, grant, readerAndStranger } from '../projects/fixtures.js'
 import { insertAssets, makeField, makeSet } from '../custom-metadata/fixtures.js'
 
 async function asset(s: TestServer, projectId: number, path: string, metadata: Record<string, unknown> = {}, type = 'video'): Promise<number> {
@@ -293,4 +293,117 @@ onEachDatabase(
       t.equal(await find('reel:alpha'), 200)
     }
   },
+)
+
+onEachDatabase(t, 'search: field:value is the start of the field\'s value on both databases (PostgreSQL: one lexeme per value in `fields`; SQLite: the field texts), kept with the value and the field name', async (t, s) => {
+  const set = await makeSet(s, { name: 'Production', applies_to: 'both' })
+  await makeField(s, { name: 'client', type: 'text', custom_metadata_set_id: set.id })
+  const project = await createProject(s, s.user, { name: 'Lexemes' })
+  const acme = await asset(s, project.id, 'x/chase.mov', { reel_name: 'B017', clip_name: 'take two' })
+  await asset(s, project.id, 'x/other.mov', { reel_name: 'B170' })
+  t.equal((await s.request('PUT', `/assets/${acme}/update_metadata`, { token: s.user.token, json: { custom_metadata: { client: 'ACME Corp.' } } })).status, 200)
+  const find = (term: string) => s.request('GET', '/search', { token: s.user.token, query: { term } })
+  t.same(names(await find('client:"acme co"')), ['chase.mov'], 'words of the value in order, the last a prefix')
+  t.same(names(await find('client:corp')), [], 'not a word inside the value')
+  t.same(names(await find('client:"acme corp" chase')), ['chase.mov'], 'with a word')
+  t.same(names(await find('reel_name:b01')), ['chase.mov'])
+  t.same(names(await find('reel_name:b1')), ['other.mov'])
+  t.same(names(await find('clip_name:"take tw" reel_name:b0')), ['chase.mov'], 'two filters')
+  t.same(names(await find(`client:${'a'.repeat(100)} reel_name:${'b'.repeat(100)}`)), [], 'long filters')
+
+  // the start of the value, nothing else, on both databases and both PostgreSQL paths (a narrow filter on its
+  // lexeme's index; a broad one found by the phrase and rechecked on the lexeme: fieldLexemeRows 0 forces it)
+  await makeField(s, { name: 'notes', type: 'text', custom_metadata_set_id: set.id })
+  await makeField(s, { name: 'client acme', type: 'text', custom_metadata_set_id: set.id })
+  const inside = await asset(s, project.id, 'y/inside.mov')
+  const inNotes = await asset(s, project.id, 'y/notes.mov')
+  const longer = await asset(s, project.id, 'y/longer.mov')
+  const across = await asset(s, project.id, 'y/across.mov')
+  const signs = await asset(s, project.id, 'y/signs.mov', { clip_name: 'Take=2 (alt)' })
+  const set1 = async (id: number, custom_metadata: Record<string, string>) =>
+    t.equal((await s.request('PUT', `/assets/${id}/update_metadata`, { token: s.user.token, json: { custom_metadata } })).status, 200)
+  await set1(inside, { client: 'Big Client Acme' })
+  await set1(inNotes, { notes: 'client acme called' })
+  await set1(longer, { 'client acme': 'Corp' })
+  await set1(across, { client: 'Zed', notes: 'acme' })
+  await set1(signs, { client: '  «Acme»—Holdings = Ltd' })
+  const service = s.runtime.container.resolve<any>('search.service')
+  for (const broad of [false, true]) {
+    if (broad && s.db !== 'postgresql') break
+    if (s.db === 'postgresql') service.fieldLexemeRows = broad ? 0 : 50_000
+    const path = broad ? ' (broad path)' : ''
+    t.same(names(await find('client:acme')), ['chase.mov', 'signs.mov'], `not inside a value, another field's value, a longer field's name or across values${path}`)
+    t.same(names(await find('client:"acme holdings lt"')), ['signs.mov'], `signs between the words${path}`)
+    t.same(names(await find('client:big')), ['inside.mov'], path)
+    t.same(names(await find('client:"big client acme"')), ['inside.mov'], path)
+    t.same(names(await find('"client acme"')), ['chase.mov', 'inside.mov', 'longer.mov', 'notes.mov', 'signs.mov'], `a phrase is still anywhere${path}`)
+    t.same(names(await find('clip_name:"take 2 al"')), ['signs.mov'], path)
+    t.same(names(await find('clip_name:take')), ['chase.mov', 'signs.mov'], path)
+    t.same(names(await find('clip_name:take inside')), [], `with a word${path}`)
+    t.same(names(await find('notes:acme')), ['across.mov'], path)
+  }
+  if (s.db === 'postgresql') service.fieldLexemeRows = 50_000
+  if (s.db !== 'postgresql') return
+  const fields = async (id: number) => String((await s.runtime.db.knex('search_documents').where({ kind: 'asset', object_id: id }).first('fields')).fields)
+  t.equal(await fields(acme), "'B:client=acme corp' 'C:clip name=take two' 'C:reel name=b017'", 'a custom value and the indexed properties, as words')
+  const fieldId = (await s.runtime.db.knex('custom_metadata_fields').where({ name: 'client' }).first('id')).id
+  t.equal((await s.request('PUT', `/custom_metadata_fields/${fieldId}`, { token: s.admin.token, json: { name: 'Customer_Name' } })).status, 200)
+  t.equal(await fields(acme), "'B:customer name=acme corp' 'C:clip name=take two' 'C:reel name=b017'", 'a renamed field')
+  t.same(names(await find('customer_name:acme')), ['chase.mov', 'signs.mov'])
+  t.equal((await s.request('PUT', `/assets/${acme}/update_metadata`, { token: s.user.token, json: { custom_metadata: { Customer_Name: '' } } })).status, 200)
+  t.notMatch(await fields(acme), /B:/, 'a cleared value leaves')
+})
+
+onEachDatabase(
+  t,
+  'search: a reader\'s frequent word walks the readable documents first (PostgreSQL readableWalk): the same rows and order as the one statement, window by window',
+  async (t, s) => {
+    const [a, b, c] = [await createProject(s, s.user, { name: 'Walk A' }), await createProject(s, s.admin, { name: 'Walk B' }), await createProject(s, s.admin, { name: 'Walk C' })]
+    const { reader } = await readerAndStranger(s, c.id)
+    await grant(s, a.id, reader, { read: true })
+    // interleaved over the three projects, oldest first: the word in names, in properties, or missing, some excluded
+    for (let i = 1; i <= 24; i++) {
+      const project = [a, b, c][i % 3]
+      const name = i % 4 === 0 ? `w/plain-${i}.mov` : i % 5 === 0 ? `w/okapi-draft-${i}.mov` : `w/okapi-${i}.mov`
+      await asset(s, project.id, name, i % 2 ? { reel_name: `okapi ${i}` } : {}, i % 3 ? 'video' : 'audio')
+    }
+    const service = s.runtime.container.resolve<any>('search.service')
+    const walkAll = async (query: Record<string, string>) => {
+      const seen: number[] = []
+      let after: string | undefined
+      for (let page = 0; page < 30; page++) {
+        const r = await s.request('GET', '/search', { token: reader.token, query: { per_page: '2', ...query, ...(after ? { after } : {}) } })
+        if (r.status !== 200) t.fail(r.text)
+        seen.push(...r.body.assets.map((x: any) => x.id))
+        after = r.headers.get('x-next-after') ?? undefined
+        if (!after) break
+      }
+      return seen
+    }
+    const readable = new Set((await s.runtime.db.knex('assets').whereIn('project_id', [a.id, c.id]).select('id')).map((r: any) => Number(r.id)))
+    // the walk's statements, counted (PostgreSQL takes it when forced; SQLite has one plan)
+    let lateral = 0
+    const spy = (q: { sql: string }) => void (/CROSS JOIN LATERAL/.test(q.sql) && lateral++)
+    s.runtime.db.knex.on('query', spy)
+    const queries: Array<Record<string, string>> = [{ term: 'okapi' }, { term: 'okapi -draft' }, { term: 'oka', type: 'video' }]
+    for (const query of queries) {
+      service.frequentShare = Infinity
+      const plain = await walkAll(query)
+      t.equal(lateral, 0, 'the one statement')
+      service.frequentShare = 0
+      service.readableShare = 1
+      service.walkDocuments = 0
+      const walked = await walkAll(query)
+      t.equal(lateral > 0, s.db === 'postgresql', 'the readable walk (PostgreSQL)')
+      lateral = 0
+      service.frequentShare = 0.05
+      service.readableShare = 0.15
+      service.walkDocuments = 100_000
+      t.ok(plain.length > 3, `${query.term}: more than a window`)
+      t.same(walked, plain, `${query.term}: the same rows in the same order`)
+      t.ok(plain.every((id) => readable.has(id)), `${query.term}: readable rows only`)
+    }
+    s.runtime.db.knex.off('query', spy)
+  },
+  { config: { plugins: { search: { rankWindow: 3 } } } },
 )
