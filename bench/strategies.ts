@@ -6,15 +6,17 @@
  * storages (`POST /projects/tier`) vs `cp -r` + `sync`. And the process's RSS, sampled every
  * 100 ms, while a large project is archived and restored (the server runs in this process).
  *
- *   npx tsc -p . && node dist/bench/strategies.js [--mib 256] [--small 10000] [--large-gib 10] [--only disk,small,s3,tier,rss] [--copy-threads N]
+ *   npx tsc -p . && node dist/bench/strategies.js [--mib 256] [--small 10000] [--large-gib 10] [--only disk,small,s3,tier,rss,verify] [--copy-threads N]
  *
+ * `--only verify` (not in the default set): the fingerprint check alone, read back and hashed vs
+ * compared with the originals, alternating in one process (medians of 7).
  * `--cold`: the disk copies are not preceded by freeing page cache (warmPages, below).
  * `--large-gib 0` leaves the RSS run out; it needs twice that much free disk below the temp dir.
  */
 import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { createReadStream, readFileSync } from 'node:fs'
-import { mkdir, mkdtemp, open, readdir, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, open, readdir, rm, stat, writeFile } from 'node:fs/promises'
 import { loadavg, tmpdir } from 'node:os'
 import path from 'node:path'
 import { parseArgs } from 'node:util'
@@ -23,6 +25,11 @@ import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3'
 import { Upload } from '@aws-sdk/lib-storage'
 import { startTestServer, type TestServer } from '../core/testing/index.js'
 import { startRgw } from '../test/helpers/rgw.js'
+import { Copier } from '../plugins/strategies/copier.js'
+import { eachLimit } from '../plugins/strategies/concurrency.js'
+import { DiskTarget } from '../plugins/strategies/targets/disk.js'
+import type { Sums } from '../plugins/strategies/targets/types.js'
+import { PARALLEL, verify } from '../plugins/strategies/transfer.js'
 
 const { values } = parseArgs({ options: { mib: { type: 'string', default: '256' }, small: { type: 'string', default: '10000' }, 'large-gib': { type: 'string', default: '10' }, only: { type: 'string', default: 'disk,small,s3,tier,rss' }, 'copy-threads': { type: 'string' }, cold: { type: 'boolean', default: false } } })
 /** `--cold`: no warmPages before the timed disk copies (as before 2026-11-25 03:20) */
@@ -203,6 +210,46 @@ try {
     console.log(`  archive with transmission_check size (no read-back) ${rate(bytes, sizedMs)} = ${ratio(cpMs, sizedMs)} (${timeline(sizedStages)}); CPU ${(sizedCpu / 1000).toFixed(2)} s`)
     console.log(`  restore (copy, hash, batched fsync, link) ${rate(bytes, restoreMs)} = ${ratio(cpMs, restoreMs)}; CPU ${(restoreCpu / 1000).toFixed(2)} s`)
     console.log(`  load average: ${load()}`)
+  }
+
+  if (ONLY.has('verify')) {
+    // the fingerprint check alone, both ways in this one process (alternating, medians): the 4 large
+    // files copied once to a disk target, then read back 4 at once in the Copier's worker threads and
+    // hashed (main's way) or compared with their originals (COMPARE_FROM and up); both in page cache,
+    // as right after an archive's copy
+    const copier = new Copier(THREADS)
+    const target = new DiskTarget(path.join(targets, 'verify'))
+    const files = Object.keys(big).map((rel) => ({ rel, key: `v/${rel}` }))
+    const sums = new Map<string, Sums>()
+    await eachLimit(files, PARALLEL, async ({ rel, key }) => {
+      const batch = target.batch()
+      const from = await open(path.join(p.root, rel), 'r')
+      try {
+        sums.set(key, await batch.putFile!(key, from, bytes / 4, copier.copy))
+      } finally {
+        await from.close()
+      }
+      await batch.commit()
+    })
+    const stats = new Map(await Promise.all(files.map(async ({ rel }) => [rel, await stat(path.join(p.root, rel))] as const)))
+    const timeOne = async (how: 'hash' | 'compare') => {
+      const c0 = ownCpuMs()
+      const t0 = performance.now()
+      await eachLimit(files, PARALLEL, ({ rel, key }) =>
+        verify(target, key, sums.get(key)!, 'fingerprint', undefined, copier.copy, how === 'compare' ? { root: p.root, path: rel, stats: stats.get(rel)!, compare: copier.compare } : undefined),
+      )
+      return { ms: performance.now() - t0, cpu: ownCpuMs() - c0 }
+    }
+    await timeOne('hash')
+    await timeOne('compare')
+    const runs: Record<'hash' | 'compare', Array<{ ms: number; cpu: number }>> = { hash: [], compare: [] }
+    for (let i = 0; i < 7; i++) for (const how of i % 2 ? (['compare', 'hash'] as const) : (['hash', 'compare'] as const)) runs[how].push(await timeOne(how))
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+    const of = (how: 'hash' | 'compare') => ({ ms: median(runs[how].map((r) => r.ms)), cpu: median(runs[how].map((r) => r.cpu)) })
+    const h = of('hash')
+    const c = of('compare')
+    console.log(`verify, ${MIB} MiB in 4 files (page cache), medians of 7: read back and hashed ${rate(bytes, h.ms)}, CPU ${(h.cpu / 1000).toFixed(2)} s; compared with the originals ${rate(bytes, c.ms)}, CPU ${(c.cpu / 1000).toFixed(2)} s; compare/hash time ${(c.ms / h.ms).toFixed(2)}, CPU ${(c.cpu / h.cpu).toFixed(2)}; load average ${load()}`)
+    await copier.close()
   }
 
   if (ONLY.has('small')) {

@@ -358,7 +358,7 @@ export class ArchiveService {
             key: objectKey(s.archive_key, f.path),
             known: f.sha256 && f.crc32 ? { sums: { size: Number(f.size), sha256: f.sha256, crc32: f.crc32 }, size: Number(f.size), mtimeMs: Number(f.mtime_ms) } : null,
           })),
-          { check, signal: ctx.signal, reuse: true, copy: this.copier.copy, onRetry: (err, what) => ctx.log.warn({ err }, `${what}: the target failed for now; retrying`) },
+          { check, signal: ctx.signal, reuse: true, copy: this.copier.copy, compare: this.copier.compare, onRetry: (err, what) => ctx.log.warn({ err }, `${what}: the target failed for now; retrying`) },
         )
         const now = new Date()
         await this.knex.transaction(async (trx) => {

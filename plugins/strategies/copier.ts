@@ -4,9 +4,11 @@ import { Piscina } from 'piscina'
 import { SUMS_WORKER, stopFlagOf, sumsOrThrow, type DescriptorSumsResult, type DescriptorSumsTask } from '../../core/index.js'
 import { PARALLEL } from './transfer.js'
 import { copyInThread, type CopyFds } from './targets/types.js'
+import { COMPARE_WORKER, compareInThread, type CompareFds, type CompareResult, type CompareTask } from './compare.js'
 
 /** the stop flag of a copy without a signal: never set */
 const NEVER = new Int32Array(new SharedArrayBuffer(4))
+const COMPARE_FILE = fileURLToPath(COMPARE_WORKER)
 
 /**
  * Below this a file is copied in the event loop's thread: a worker round trip (~50 µs,
@@ -38,15 +40,36 @@ export class Copier {
     signal?.throwIfAborted()
     if (size < IN_THREAD_BELOW || this.threads === 0) return copyInThread(from, to, size, signal, readBack)
     // the core's sums worker (the same loop hashes assets): the next chunk is read while this one is hashed and written
-    this.pool ??= new Piscina({ filename: fileURLToPath(SUMS_WORKER), maxThreads: this.threads, minThreads: 0, idleTimeout: 10_000 })
     const task: DescriptorSumsTask = { from: from.fd, to: to?.fd ?? null, sha256: true, crc32: !(readBack && !to), stop: signal ? stopFlagOf(signal) : NEVER }
-    const r: DescriptorSumsResult = await this.pool.run(task)
+    const r: DescriptorSumsResult = await this.workers().run(task)
     if ('error' in r) signal?.throwIfAborted()
     const sums = sumsOrThrow(r)
     return { size: sums.size, sha256: sums.sha256!, crc32: sums.crc32 ?? '' }
   }
 
-  /** copies done in worker threads so far (the small ones, done in the caller's thread, do not count) */
+  /**
+   * CompareFds: in a worker thread of the same pool (the comparison's own module), so reading and
+   * comparing large files stays off the event loop like their copy; in the caller's thread with
+   * copyThreads 0. The callers compare large files only (transfer.ts COMPARE_FROM).
+   */
+  readonly compare: CompareFds = async (a, b, signal) => {
+    signal?.throwIfAborted()
+    if (this.threads === 0) return compareInThread(a, b, signal)
+    const task: CompareTask = { a: a.fd, b: b.fd, stop: signal ? stopFlagOf(signal) : NEVER }
+    const r: CompareResult = await this.workers().run(task, { filename: COMPARE_FILE })
+    if ('error' in r) {
+      signal?.throwIfAborted()
+      throw Object.assign(new Error(r.error.message), r.error.name ? { name: r.error.name } : {}, r.error.code ? { code: r.error.code } : {})
+    }
+    return r
+  }
+
+  private workers(): Piscina {
+    this.pool ??= new Piscina({ filename: fileURLToPath(SUMS_WORKER), maxThreads: this.threads, minThreads: 0, idleTimeout: 10_000 })
+    return this.pool
+  }
+
+  /** copies (and comparisons) done in worker threads so far (the small copies, done in the caller's thread, do not count) */
   get inWorkers(): number {
     return this.pool?.completed ?? 0
   }

@@ -105,7 +105,7 @@ export class CopyService {
         }
         page.push(file)
       })
-      for (const o of await copyVerified(target, page, { check, signal: ctx.signal, reuse: false, copy })) {
+      for (const o of await copyVerified(target, page, { check, signal: ctx.signal, reuse: false, copy, compare: this.copier.compare })) {
         if (o.error) {
           errors.push({ path: o.item, error: o.error.message })
           continue
@@ -223,7 +223,7 @@ export class CopyService {
         key = `database/${stamp()}-${jobId}.pgdump`
       }
       // the same one-pass copy as the project files (hashed in a worker, flushed, verified)
-      const [done] = await copyVerified(target, [{ item: file, root: dir, path: path.basename(file), key }], { check: strategy.transmission_check as TransmissionCheck, signal: ctx.signal, reuse: false, copy: this.copier.copy })
+      const [done] = await copyVerified(target, [{ item: file, root: dir, path: path.basename(file), key }], { check: strategy.transmission_check as TransmissionCheck, signal: ctx.signal, reuse: false, copy: this.copier.copy, compare: this.copier.compare })
       if (done.error) throw done.error
       const sums = done.sums
       await this.record(strategy, null, jobId, key, [{ ...sums, path: path.basename(file), in: key }], sums.size, 'finished')

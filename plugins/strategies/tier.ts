@@ -186,7 +186,7 @@ export class TierService {
     for await (const e of tree(source)) if (e.kind === 'file') total++
     let page: Array<SourceFile<string>> = []
     const flush = async () => {
-      const outcomes = await copyVerified(target, page, { check: 'fingerprint', signal: ctx.signal, reuse: false, copy: this.copier.copy })
+      const outcomes = await copyVerified(target, page, { check: 'fingerprint', signal: ctx.signal, reuse: false, copy: this.copier.copy, compare: this.copier.compare })
       page = []
       for (const o of outcomes) {
         if (o.error) throw o.error

@@ -2,6 +2,7 @@ import type { Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { MamError, openInside } from '../../core/index.js'
 import { eachLimit, retryTransient } from './concurrency.js'
+import { compareInThread, type CompareFds } from './compare.js'
 import { copyInThread, readAll, sameContent, sameSums, sumsOf, writeHashed, type CopyFds, type Sums, type Target } from './targets/types.js'
 
 export type TransmissionCheck = 'none' | 'size' | 'checksum' | 'fingerprint'
@@ -16,13 +17,31 @@ export const isFileFailure = (err: unknown) => err instanceof FileError || (err 
 export const PARALLEL = 4
 
 /**
+ * From this size a fingerprint check compares the copy with its original instead of hashing it
+ * (the Copier's worker threshold, IN_THREAD_BELOW): below it, SHA-256 of the copy (a few µs for
+ * 4 KiB) costs less than opening the original again and reading it too.
+ */
+export const COMPARE_FROM = 1 << 20
+
+/** the original a copy was made from, for a fingerprint check by comparison (disk targets, COMPARE_FROM and up) */
+export interface Original {
+  root: string
+  path: string
+  /** the original's stats right after it was copied (fstat): a change since is a failed verification */
+  stats: Stats
+  compare: CompareFds
+}
+
+/**
  * Verifies an object on the target against the source's checksums: `size` asks the target for the
  * object's size, `checksum` adds the checksums stored with it (S3 metadata; a disk target has none
- * and keeps them in the manifest), `fingerprint` reads the object back (1 MiB reads) and hashes it
- * (a disk target's file by descriptor through `copy`: in a worker thread when that is the Copier's).
+ * and keeps them in the manifest), `fingerprint` reads the object back (1 MiB reads) and either
+ * compares it with its `original`, read again (a disk target's file of COMPARE_FROM or more, when
+ * the original is given: see verifyByComparison), or hashes it (a disk target's file by
+ * descriptor through `copy`: in a worker thread when that is the Copier's; S3 as its stream).
  * Releasing an original always needs at least the size check, whatever the strategy says.
  */
-export async function verify(target: Target, key: string, sums: Sums, check: TransmissionCheck, signal?: AbortSignal, copy: CopyFds = copyInThread): Promise<void> {
+export async function verify(target: Target, key: string, sums: Sums, check: TransmissionCheck, signal?: AbortSignal, copy: CopyFds = copyInThread, original?: Original): Promise<void> {
   if (check === 'none') return
   const head = await target.head(key)
   if (!head) throw new FileError(`the copy of ${key} is missing on the target`)
@@ -30,9 +49,44 @@ export async function verify(target: Target, key: string, sums: Sums, check: Tra
   if (check === 'size') return
   if (head.sha256 !== undefined && head.sha256 !== sums.sha256) throw new FileError(`the copy of ${key} carries checksum ${head.sha256}, the original has ${sums.sha256}`)
   if (check === 'checksum') return
+  if (original && target.open && head.size >= COMPARE_FROM) return verifyByComparison(target, key, sums, original, signal)
   // the object's bytes read back and hashed: size and SHA-256 against what was sent (equal SHA-256, equal bytes)
   const back = await readObject(target, key, null, head.size, copy, signal, true)
   if (!sameContent(back, sums)) throw new FileError(`the copy of ${key} read back hashes to ${back.sha256} (${back.size} bytes), the original to ${sums.sha256} (${sums.size} bytes)`)
+}
+
+/**
+ * A fingerprint check without a second hash: the copy pass hashed the very bytes it wrote (the
+ * stored SHA-256), so a copy equal byte for byte to its original, which has not changed since that
+ * pass (fstat: size, mtime, ctime), holds those bytes. The original is opened again inside its root
+ * and both files are read in 1 MiB positional reads and compared (`compare`: in a worker thread when
+ * it is the Copier's). A difference, or an original that changed or vanished meanwhile, fails the
+ * verification like a hash mismatch (FileError: recorded on the file, nothing released).
+ */
+async function verifyByComparison(target: Target, key: string, sums: Sums, original: Original, signal?: AbortSignal): Promise<void> {
+  const opened = await openInside(original.root, original.path, `file ${original.path}`).catch((err) => {
+    if (err.code === 'ENOENT') throw new FileError(`${original.path} vanished before its copy was verified`)
+    if (err instanceof MamError) throw new FileError(err.message)
+    throw err
+  })
+  try {
+    const changedSince = () => new FileError(`${original.path} changed after it was copied, before its copy was verified; it is copied again on the next run`)
+    if (changed(original.stats, opened.stats)) throw changedSince()
+    const copy = await target.open!(key)
+    let got: { size: number; differsAt: number }
+    try {
+      got = await original.compare(opened.handle, copy, signal)
+    } finally {
+      await copy.close()
+    }
+    if (got.differsAt >= 0) {
+      // written to while it was compared: said as such (the copy may well be fine)
+      if (changed(original.stats, await opened.handle.stat())) throw changedSince()
+      throw new FileError(`the copy of ${key} read back differs from the original at byte ${got.differsAt} (the original has ${sums.size} bytes, SHA-256 ${sums.sha256})`)
+    }
+  } finally {
+    await opened.close()
+  }
 }
 
 /**
@@ -73,6 +127,8 @@ export interface CopyOptions {
   reuse: boolean
   /** the one pass over each file (Copier.copy: large files in worker threads); in this thread without one */
   copy?: CopyFds
+  /** a fingerprint check's comparison of a large copy with its original (Copier.compare); in this thread without one */
+  compare?: CompareFds
   onRetry?: (err: unknown, what: string) => void
 }
 
@@ -94,14 +150,14 @@ const changed = (a: Stats, b: Stats) => a.size !== b.size || a.mtimeMs !== b.mti
 export async function copyVerified<T>(target: Target, files: Array<SourceFile<T>>, options: CopyOptions): Promise<Array<Copied<T>>> {
   const { check, signal } = options
   const out: Array<Copied<T>> = []
-  const sent: Array<{ file: SourceFile<T>; sums: Sums; size: number; mtimeMs: number }> = []
+  const sent: Array<{ file: SourceFile<T>; sums: Sums; size: number; mtimeMs: number; stats: Stats }> = []
   const batch = target.batch()
   const retry = <R>(what: string, fn: () => Promise<R>) => retryTransient(fn, { signal, onRetry: (err) => options.onRetry?.(err, what) })
   try {
     await eachLimit(files, PARALLEL, async (file) => {
       try {
         const copied = await retry(`copy of ${file.path}`, () => copyOne(target, batch, file, options))
-        if (copied.reused) out.push({ item: file.item, ...copied })
+        if (copied.reused) out.push({ item: file.item, sums: copied.sums, size: copied.size, mtimeMs: copied.mtimeMs, reused: true })
         else sent.push({ file, ...copied })
       } catch (err) {
         if (signal.aborted || !isFileFailure(err)) throw err
@@ -110,12 +166,15 @@ export async function copyVerified<T>(target: Target, files: Array<SourceFile<T>
     })
     const failed = await batch.commit()
     for (const err of failed.values()) if (!isFileFailure(err)) throw err
-    await eachLimit(sent, PARALLEL, async ({ file, sums, size, mtimeMs }) => {
+    const compare = options.compare ?? compareInThread
+    await eachLimit(sent, PARALLEL, async ({ file, sums, size, mtimeMs, stats }) => {
       try {
         const err = failed.get(file.key)
         if (err) throw err
         // nothing below `none`: a copy must at least have the size of its original before anything is released
-        await retry(`verification of ${file.key}`, () => verify(target, file.key, sums, check === 'none' ? 'size' : check, signal, options.copy))
+        // a large copy on disk is compared with its original (read again) rather than hashed a second time
+        const original: Original = { root: file.root, path: file.path, stats, compare }
+        await retry(`verification of ${file.key}`, () => verify(target, file.key, sums, check === 'none' ? 'size' : check, signal, options.copy, original))
         out.push({ item: file.item, sums, size, mtimeMs, reused: false })
       } catch (err) {
         if (signal.aborted || !isFileFailure(err)) throw err
@@ -128,7 +187,7 @@ export async function copyVerified<T>(target: Target, files: Array<SourceFile<T>
   }
 }
 
-async function copyOne<T>(target: Target, batch: ReturnType<Target['batch']>, file: SourceFile<T>, options: CopyOptions): Promise<{ sums: Sums; size: number; mtimeMs: number; reused: boolean }> {
+async function copyOne<T>(target: Target, batch: ReturnType<Target['batch']>, file: SourceFile<T>, options: CopyOptions): Promise<{ sums: Sums; size: number; mtimeMs: number; stats: Stats; reused: boolean }> {
   const opened = await openInside(file.root, file.path, `file ${file.path}`).catch((err) => {
     if (err.code === 'ENOENT') throw new FileError(`${file.path} vanished before it was copied`)
     if (err instanceof MamError) throw new FileError(err.message)
@@ -146,7 +205,7 @@ async function copyOne<T>(target: Target, batch: ReturnType<Target['batch']>, fi
       // a rerun after a crash: a copy that is there and checks out is not sent again
       const there = await target.head(file.key)
       if (there && there.size === sums.size && (await verify(target, file.key, sums, options.check === 'none' ? 'size' : options.check, options.signal, copy).then(() => true, () => false)))
-        return { sums, size, mtimeMs, reused: true }
+        return { sums, size, mtimeMs, stats: before, reused: true }
     }
     // a disk target takes the file by descriptor (one pass in a worker); S3 streams it through its upload
     const got = batch.putFile ? await batch.putFile(file.key, opened.handle, size, copy, options.signal) : await batch.put(file.key, readAll(opened.handle, size), sums, options.signal)
@@ -155,7 +214,7 @@ async function copyOne<T>(target: Target, batch: ReturnType<Target['batch']>, fi
       await batch.drop(file.key)
       throw new FileError(`${file.path} changed while it was copied; it is copied again on the next run`)
     }
-    return { sums: got, size, mtimeMs, reused: false }
+    return { sums: got, size, mtimeMs, stats: after, reused: false }
   } finally {
     await opened.close()
   }

@@ -4,14 +4,16 @@
  * descriptors; the errno of a failed write crosses from the worker (a full target is a 507 by it).
  */
 import { createHash, randomBytes } from 'node:crypto'
-import { open, readFile, writeFile } from 'node:fs/promises'
+import { mkdir, open, readFile, stat, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { Readable } from 'node:stream'
 import { crc32 } from 'node:zlib'
 import t from 'tap'
 import { Copier, IN_THREAD_BELOW } from '../../../plugins/strategies/copier.js'
 import { DiskTarget } from '../../../plugins/strategies/targets/disk.js'
-import { FileError, verify } from '../../../plugins/strategies/transfer.js'
+import { COMPARE_FROM, FileError, copyVerified, verify } from '../../../plugins/strategies/transfer.js'
+import { compareInThread } from '../../../plugins/strategies/compare.js'
+import type { Target } from '../../../plugins/strategies/targets/types.js'
 import { targetRoot } from './fixtures.js'
 
 const dir = await targetRoot(t)
@@ -57,7 +59,98 @@ t.test('fingerprint: the read-back of a copy that differs in one byte fails, lar
     const err = await verify(target, key, sumsOf(bytes), 'fingerprint', undefined, copier.copy).then(() => null, (e) => e)
     t.ok(err instanceof FileError, 'fingerprint fails')
     t.match(err?.message, new RegExp(`read back hashes to [0-9a-f]{64} \\(${size} bytes\\), the original to ${sumsOf(bytes).sha256}`))
+
+    // the same check by comparison with the original (what an archive does for a large file on disk)
+    const root = path.join(dir, 'fp-originals')
+    await mkdir(root, { recursive: true })
+    await writeFile(path.join(root, `f${size}.bin`), bytes)
+    const original = { root, path: `f${size}.bin`, stats: await stat(path.join(root, `f${size}.bin`)), compare: copier.compare }
+    const workers = copier.inWorkers
+    const byComparison = await verify(target, key, sumsOf(bytes), 'fingerprint', undefined, copier.copy, original).then(() => null, (e) => e)
+    t.ok(byComparison instanceof FileError, 'fingerprint by comparison fails too')
+    if (size >= COMPARE_FROM) {
+      t.match(byComparison?.message, `read back differs from the original at byte ${at} (the original has ${size} bytes, SHA-256 ${sumsOf(bytes).sha256})`)
+      t.equal(copier.inWorkers, workers + 1, 'compared in a worker thread, not hashed')
+    } else t.match(byComparison?.message, /read back hashes to/, 'a small copy is still hashed')
   }
+})
+
+t.test('compare: equal files, a byte that differs, a file shorter than the other, empty files', async (t) => {
+  const bytes = randomBytes(IN_THREAD_BELOW * 2 + 3)
+  const put = async (name: string, b: Buffer) => {
+    await writeFile(path.join(dir, name), b)
+    return open(path.join(dir, name), 'r')
+  }
+  const a = await put('cmp.a', bytes)
+  const same = await put('cmp.same', bytes)
+  const flipped = Buffer.from(bytes)
+  flipped[IN_THREAD_BELOW + 9] ^= 0x80
+  const other = await put('cmp.other', flipped)
+  const short = await put('cmp.short', bytes.subarray(0, IN_THREAD_BELOW))
+  const e1 = await put('cmp.e1', Buffer.alloc(0))
+  const e2 = await put('cmp.e2', Buffer.alloc(0))
+  for (const [how, compare] of [['worker', copier.compare], ['in thread', compareInThread]] as const) {
+    t.same(await compare(a, same), { size: bytes.length, differsAt: -1 }, `${how}: equal`)
+    t.same(await compare(a, other), { size: IN_THREAD_BELOW + 9, differsAt: IN_THREAD_BELOW + 9 }, `${how}: the first byte that differs`)
+    t.same(await compare(a, short), { size: IN_THREAD_BELOW, differsAt: IN_THREAD_BELOW }, `${how}: a shorter copy differs where it ends`)
+    t.same(await compare(short, a), { size: IN_THREAD_BELOW, differsAt: IN_THREAD_BELOW }, `${how}: a longer copy too`)
+    t.same(await compare(e1, e2), { size: 0, differsAt: -1 }, `${how}: two empty files are equal`)
+    const abort = new AbortController()
+    abort.abort()
+    await t.rejects(compare(a, same, abort.signal), { name: 'AbortError' }, `${how}: an aborted signal stops it`)
+  }
+  for (const h of [a, same, other, short, e1, e2]) await h.close()
+})
+
+/** a disk target whose batch runs `meanwhile` once its objects are committed, before copyVerified verifies them */
+function committing(target: DiskTarget, meanwhile: () => Promise<void>): Target {
+  return Object.assign(Object.create(target) as DiskTarget, {
+    batch: () => {
+      const batch = target.batch()
+      return Object.assign(Object.create(batch), {
+        putFile: batch.putFile!.bind(batch),
+        commit: async () => {
+          const failed = await batch.commit()
+          await meanwhile()
+          return failed
+        },
+      })
+    },
+  })
+}
+
+t.test('fingerprint of a large file by comparison: a copy corrupted, or an original changed, between the copy and the check fails the file', async (t) => {
+  const root = path.join(dir, 'cv-src')
+  await mkdir(root, { recursive: true })
+  const bytes = randomBytes(IN_THREAD_BELOW * 3 + 11)
+  const disk = new DiskTarget(path.join(dir, 'cv-target'))
+  const options = { check: 'fingerprint' as const, signal: new AbortController().signal, reuse: false, copy: copier.copy, compare: copier.compare }
+  const flipAt = async (file: string, at: number) => {
+    const h = await open(file, 'r+')
+    const b = Buffer.alloc(1)
+    await h.read(b, 0, 1, at)
+    await h.write(Buffer.from([b[0] ^ 1]), 0, 1, at)
+    await h.close()
+  }
+
+  await writeFile(path.join(root, 'intact.bin'), bytes)
+  const before = copier.inWorkers
+  const [ok] = await copyVerified(disk, [{ item: 1, root, path: 'intact.bin', key: 'k/intact.bin' }], options)
+  t.notOk(ok.error, 'an intact copy checks out')
+  t.same(ok.error ? null : ok.sums, sumsOf(bytes), 'the stored sums: SHA-256 and CRC-32 of the original')
+  t.equal(copier.inWorkers, before + 2, 'copied, then compared, each in a worker thread')
+
+  await writeFile(path.join(root, 'changed.bin'), bytes)
+  const changedOriginal = committing(disk, () => flipAt(path.join(root, 'changed.bin'), 12345))
+  const [changed] = await copyVerified(changedOriginal, [{ item: 2, root, path: 'changed.bin', key: 'k/changed.bin' }], options)
+  t.ok(changed.error instanceof FileError, 'an original written to after its copy fails the verification')
+  t.match(changed.error?.message, 'changed.bin changed after it was copied, before its copy was verified')
+
+  await writeFile(path.join(root, 'corrupt.bin'), bytes)
+  const corrupted = committing(disk, () => flipAt(path.join(dir, 'cv-target', 'k', 'corrupt.bin'), IN_THREAD_BELOW * 2 + 1))
+  const [bad] = await copyVerified(corrupted, [{ item: 3, root, path: 'corrupt.bin', key: 'k/corrupt.bin' }], options)
+  t.ok(bad.error instanceof FileError, 'a copy that differs from its original in one byte fails the verification')
+  t.match(bad.error?.message, `the copy of k/corrupt.bin read back differs from the original at byte ${IN_THREAD_BELOW * 2 + 1}`)
 })
 
 t.test('a small file is copied in the calling thread', async (t) => {
