@@ -11,35 +11,20 @@
  */
 import { parseArgs } from 'node:util'
 import pg from 'pg'
-import { mkdir } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import path from 'node:path'
-import { startTestServer } from '../test/helpers/index.js'
+import { searchTerms, seedWords, startOnKept } from './search-data.js'
 
 const { values: args } = parseArgs({ options: { reuse: { type: 'string' }, plans: { type: 'boolean', default: false }, repeat: { type: 'string', default: '5' }, only: { type: 'string' } } })
-const SERVER_URL = process.env.MAMKIT_BENCH_DATABASE_URL ?? process.env.MAMKIT_TEST_DATABASE_URL
-if (!SERVER_URL || !args.reuse) throw new Error('needs MAMKIT_BENCH_DATABASE_URL and --reuse <database kept by search.js --keep>')
-const url = new URL(SERVER_URL)
-url.pathname = `/${args.reuse}`
 
-// the data dir search.js --keep kept beside the database (its secret key seals rows of the database)
-const dataDir = path.join(tmpdir(), `mamkit-bench-${args.reuse}`)
-await mkdir(dataDir, { recursive: true })
-const s = await startTestServer({ db: 'postgresql', databaseUrl: url.toString(), dataDir })
-const client = new pg.Client({ connectionString: url.toString() })
+const { server: s, databaseUrl } = await startOnKept(args.reuse)
+const client = new pg.Client({ connectionString: databaseUrl })
 await client.connect()
 try {
   const knex = s.runtime.db.knex
   const service = s.runtime.container.resolve<any>('search.service')
   const reader = (await knex('users').where('username', 'bench-reader').first('id')).id
   // the same terms as search.ts (its vocabulary: the same seed)
-  const SYLLABLES = ['ka', 'ri', 'mo', 'te', 'lu', 'san', 'vor', 'pel', 'di', 'xen', 'qua', 'bo', 'ner', 'fi', 'gal', 'tor']
-  let x = 42
-  const r = () => ((x = (x * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff)
-  const set = new Set<string>()
-  while (set.size < 2000) set.add(Array.from({ length: 2 + Math.floor(r() * 3) }, () => SYLLABLES[Math.floor(r() * SYLLABLES.length)]).join(''))
-  const words = [...set]
-  const terms: Record<string, string> = { 'frequent prefix': words[0].slice(0, 4), 'rare word': words[1900], phrase: `"${words[0]} ${words[1]}"`, 'field:value': `client:client ${words[5]}`, 'word + property': `${words[3]} reel_name:A01` }
+  const words = seedWords()
+  const terms = searchTerms(words)
   const seen: Array<{ sql: string; bindings: unknown[] }> = []
   const record = (q: { sql: string; bindings?: unknown[] }) => {
     if (/search_documents/.test(q.sql) && /^\s*(with|select)/i.test(q.sql)) seen.push({ sql: q.sql, bindings: q.bindings ?? [] })

@@ -15,20 +15,11 @@
  * auth, JSON).
  */
 import { parseArgs } from 'node:util'
-import { mkdir } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import path from 'node:path'
-import { startTestServer } from '../test/helpers/index.js'
+import { searchTerms, seedWords, startOnKept } from './search-data.js'
 
 const { values: args } = parseArgs({ options: { reuse: { type: 'string' }, repeat: { type: 'string', default: '30' }, only: { type: 'string' } } })
-const SERVER_URL = process.env.MAMKIT_BENCH_DATABASE_URL ?? process.env.MAMKIT_TEST_DATABASE_URL
-if (!SERVER_URL || !args.reuse) throw new Error('needs MAMKIT_BENCH_DATABASE_URL and --reuse <database kept by search.js --keep>')
-const url = new URL(SERVER_URL)
-url.pathname = `/${args.reuse}`
 
-const dataDir = path.join(tmpdir(), `mamkit-bench-${args.reuse}`)
-await mkdir(dataDir, { recursive: true })
-const s = await startTestServer({ db: 'postgresql', databaseUrl: url.toString(), dataDir })
+const { server: s } = await startOnKept(args.reuse)
 const median = (xs: number[]) => {
   const v = [...xs].sort((a, b) => a - b)
   return v.length ? v[Math.floor(v.length / 2)] : 0
@@ -42,19 +33,8 @@ try {
   const service = s.runtime.container.resolve<any>('search.service')
   // the reader the bench made (createUser finds it and gives it a token)
   const readerToken = (await s.createUser('bench-reader')).token
-  const SYLLABLES = ['ka', 'ri', 'mo', 'te', 'lu', 'san', 'vor', 'pel', 'di', 'xen', 'qua', 'bo', 'ner', 'fi', 'gal', 'tor']
-  let x = 42
-  const r = () => ((x = (x * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff)
-  const set = new Set<string>()
-  while (set.size < 2000) set.add(Array.from({ length: 2 + Math.floor(r() * 3) }, () => SYLLABLES[Math.floor(r() * SYLLABLES.length)]).join(''))
-  const words = [...set]
-  const terms: Record<string, string> = {
-    'frequent prefix': words[0].slice(0, 4),
-    'rare word': words[1900],
-    phrase: `"${words[0]} ${words[1]}"`,
-    'field:value': `client:client ${words[5]}`,
-    'word + property': `${words[3]} reel_name:A01`,
-  }
+  const words = seedWords()
+  const terms = searchTerms(words)
   const phaseOf = (sql: string): string => {
     if (/^explain/i.test(sql)) return 'lexeme estimate'
     if (/from "custom_metadata_fields"/i.test(sql)) return 'fields'

@@ -9,19 +9,11 @@
  * BUFFERS) alternately, `--repeat` times each, with a service call after each: medians, minima, buffers.
  */
 import { parseArgs } from 'node:util'
-import { mkdir } from 'node:fs/promises'
-import { loadavg, tmpdir } from 'node:os'
-import path from 'node:path'
-import { startTestServer } from '../test/helpers/index.js'
+import { loadavg } from 'node:os'
+import { startOnKept } from './search-data.js'
 
 const { values: args } = parseArgs({ options: { reuse: { type: 'string' }, term: { type: 'string', default: 'diga' }, repeat: { type: 'string', default: '9' } } })
-const SERVER_URL = process.env.MAMKIT_BENCH_DATABASE_URL ?? process.env.MAMKIT_TEST_DATABASE_URL
-if (!SERVER_URL || !args.reuse) throw new Error('needs MAMKIT_BENCH_DATABASE_URL and --reuse <database kept by search.js --keep>')
-const url = new URL(SERVER_URL)
-url.pathname = `/${args.reuse}`
-const dataDir = path.join(tmpdir(), `mamkit-bench-${args.reuse}`)
-await mkdir(dataDir, { recursive: true })
-const s = await startTestServer({ db: 'postgresql', databaseUrl: url.toString(), dataDir })
+const { server: s } = await startOnKept(args.reuse)
 try {
   const knex = s.runtime.db.knex
   const service = s.runtime.container.resolve<any>('search.service')

@@ -33,9 +33,8 @@
  */
 import { randomUUID } from 'node:crypto'
 import { mkdir } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import path from 'node:path'
 import { parseArgs } from 'node:util'
+import { keptDataDir, rng, searchTerms, vocabulary } from './search-data.js'
 import { databaseKinds, scratchDatabase, startTestServer, type DbKind, type TestServer } from '../test/helpers/index.js'
 
 const { values: args } = parseArgs({
@@ -58,18 +57,6 @@ const pct = (xs: number[], p: number) => {
 }
 const fmt = (ms: number) => `${ms.toFixed(ms < 10 ? 2 : 1)} ms`
 
-/** a deterministic pseudo-random sequence (the same data on both databases) */
-function rng(seed: number) {
-  let x = seed
-  return () => ((x = (x * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff)
-}
-
-const SYLLABLES = ['ka', 'ri', 'mo', 'te', 'lu', 'san', 'vor', 'pel', 'di', 'xen', 'qua', 'bo', 'ner', 'fi', 'gal', 'tor']
-function vocabulary(n: number, r: () => number): string[] {
-  const out = new Set<string>()
-  while (out.size < n) out.add(Array.from({ length: 2 + Math.floor(r() * 3) }, () => SYLLABLES[Math.floor(r() * SYLLABLES.length)]).join(''))
-  return [...out]
-}
 
 async function time(n: number, fn: (i: number) => Promise<unknown>): Promise<number[]> {
   const out: number[] = []
@@ -82,7 +69,6 @@ async function time(n: number, fn: (i: number) => Promise<unknown>): Promise<num
 }
 
 /** the data dir kept beside a kept database (its secret key seals rows in the database) */
-export const keptDataDir = (name: string) => path.join(tmpdir(), `mamkit-bench-${name}`)
 
 /** PostgreSQL's database for this run: a kept one (--reuse), or a scratch one dropped at the end unless --keep */
 async function database(db: DbKind): Promise<{ databaseUrl?: string; dataDir?: string; drop(): Promise<void> }> {
@@ -184,9 +170,8 @@ async function run(db: DbKind) {
       if (db === 'postgresql') await knex.raw('ANALYZE')
     }
 
-    const frequent = words[0].slice(0, 4)
-    const rare = words[1900]
-    const terms: Record<string, string> = { 'frequent prefix': frequent, 'rare word': rare, phrase: `"${words[0]} ${words[1]}"`, 'field:value': `client:client ${words[5]}`, 'word + property': `${words[3]} reel_name:A01` }
+    const terms = searchTerms(words)
+    const rare = terms['rare word']
     const rows: string[] = []
     for (const [label, term] of Object.entries(terms)) {
       for (const [who, token] of [['admin', s.admin.token], ['reader (10 %)', reader.token]] as const) {
