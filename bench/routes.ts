@@ -40,6 +40,7 @@ import autocannon, { type Result } from 'autocannon'
 import pg from 'pg'
 import { seed, type Seeded } from './seed.js'
 import { scratchDatabase } from '../core/testing/index.js'
+import { REPORT_COLUMNS } from '../plugins/projects/report.js'
 
 const HERE = fileURLToPath(import.meta.url)
 const API = '/api/v1'
@@ -372,25 +373,6 @@ class RawBody {
     readonly type: string,
   ) {}
 }
-
-/** the report's columns, as plugins/projects/report.ts writes them */
-const REPORT_COLUMNS = [
-  { header: 'ID', key: 'id', width: 8 },
-  { header: 'Name', key: 'name', width: 32 },
-  { header: 'Alternative name', key: 'alternative_name', width: 24 },
-  { header: 'Storage', key: 'storage', width: 14 },
-  { header: 'Path', key: 'path', width: 48 },
-  { header: 'Template', key: 'template', width: 24 },
-  { header: 'Library', key: 'library', width: 9 },
-  { header: 'Frozen', key: 'frozen', width: 9 },
-  { header: 'Frozen by', key: 'frozen_by', width: 16 },
-  { header: 'Size (bytes)', key: 'size', width: 16, style: { numFmt: '#,##0' } },
-  { header: 'Quota (bytes)', key: 'quota', width: 16, style: { numFmt: '#,##0' } },
-  { header: 'Encoding priority', key: 'encoding_priority', width: 10 },
-  { header: 'Created by', key: 'created_by', width: 16 },
-  { header: 'Created at', key: 'created_at', width: 20, style: { numFmt: 'yyyy-mm-dd hh:mm:ss' } },
-  { header: 'Updated at', key: 'updated_at', width: 20, style: { numFmt: 'yyyy-mm-dd hh:mm:ss' } },
-]
 
 /** an answer as comparable data: JSON parsed, an .xlsx as its first sheet's cell values */
 async function comparable(body: Buffer, contentType: string | null): Promise<unknown> {
