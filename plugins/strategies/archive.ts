@@ -397,7 +397,7 @@ export class ArchiveService {
     const sums = await sumsOf(Readable.from([body]))
     const key = manifestKey(s.archive_key)
     await target.put(key, Readable.from([body]), sums, signal)
-    await verify(target, key, sums, check === 'none' ? 'size' : check, signal)
+    await verify(target, key, sums, check, signal)
   }
 
   /**
@@ -650,10 +650,10 @@ export class ArchiveService {
             const sums: Sums = { size: Number(f.size), sha256: f.sha256, crc32: f.crc32 }
             const key = objectKey(newKey, f.path)
             const there = await dest.head(key)
-            if (there && (await verify(dest, key, sums, check === 'none' ? 'size' : check, ctx.signal, this.copier.copy).then(() => true, () => false))) return
+            if (there && (await verify(dest, key, sums, check, ctx.signal, this.copier.copy).then(() => true, () => false))) return
             const sent = await dest.put(key, await source.get(objectKey(s.archive_key, f.path), ctx.signal), sums, ctx.signal)
             if (!sameSums(sent, sums)) throw Object.assign(new MamError('conflict', `the archived copy of ${f.path} does not match its checksums; the archive was not moved`), { permanent: true })
-            await verify(dest, key, sums, check === 'none' ? 'size' : check, ctx.signal, this.copier.copy)
+            await verify(dest, key, sums, check, ctx.signal, this.copier.copy)
           }),
         )
         done += page.length

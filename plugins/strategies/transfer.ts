@@ -42,11 +42,11 @@ export interface Original {
  * Releasing an original always needs at least the size check, whatever the strategy says.
  */
 export async function verify(target: Target, key: string, sums: Sums, check: TransmissionCheck, signal?: AbortSignal, copy: CopyFds = copyInThread, original?: Original): Promise<void> {
-  if (check === 'none') return
   const head = await target.head(key)
   if (!head) throw new FileError(`the copy of ${key} is missing on the target`)
   if (head.size !== sums.size) throw new FileError(`the copy of ${key} has ${head.size} bytes, the original ${sums.size}`)
-  if (check === 'size') return
+  // `none` checks the size too: an original is never released on a copy not seen whole
+  if (check === 'size' || check === 'none') return
   if (head.sha256 !== undefined && head.sha256 !== sums.sha256) throw new FileError(`the copy of ${key} carries checksum ${head.sha256}, the original has ${sums.sha256}`)
   if (check === 'checksum') return
   if (original && target.open && head.size >= COMPARE_FROM) return verifyByComparison(target, key, sums, original, signal)
@@ -174,7 +174,7 @@ export async function copyVerified<T>(target: Target, files: Array<SourceFile<T>
         // nothing below `none`: a copy must at least have the size of its original before anything is released
         // a large copy on disk is compared with its original (read again) rather than hashed a second time
         const original: Original = { root: file.root, path: file.path, stats, compare }
-        await retry(`verification of ${file.key}`, () => verify(target, file.key, sums, check === 'none' ? 'size' : check, signal, options.copy, original))
+        await retry(`verification of ${file.key}`, () => verify(target, file.key, sums, check, signal, options.copy, original))
         out.push({ item: file.item, sums, size, mtimeMs, reused: false })
       } catch (err) {
         if (signal.aborted || !isFileFailure(err)) throw err
@@ -204,7 +204,7 @@ async function copyOne<T>(target: Target, batch: ReturnType<Target['batch']>, fi
     if (options.reuse && sums) {
       // a rerun after a crash: a copy that is there and checks out is not sent again
       const there = await target.head(file.key)
-      if (there && there.size === sums.size && (await verify(target, file.key, sums, options.check === 'none' ? 'size' : options.check, options.signal, copy).then(() => true, () => false)))
+      if (there && there.size === sums.size && (await verify(target, file.key, sums, options.check, options.signal, copy).then(() => true, () => false)))
         return { sums, size, mtimeMs, stats: before, reused: true }
     }
     // a disk target takes the file by descriptor (one pass in a worker); S3 streams it through its upload
