@@ -29,6 +29,8 @@ export interface MaterializeContext {
 
 export interface ReplicatedType {
   type: string
+  /** the tables `list` reads and `materialize` writes: locked while the federation works on them */
+  tables: readonly string[]
   rules: TypeRules
   list(em: EntityManager, ctx: Pick<MaterializeContext, 'uuidOfLocal'>): Promise<LocalRecord[]>
   /** writes the values into the local row (creating it), or removes it when `_deleted`; the local id, or null */
@@ -63,6 +65,7 @@ async function freeName(taken: (name: string) => Promise<boolean>, wanted: strin
 export function replicatedTypes(services: { teams: () => TeamService; flags: () => StatusFlagService }): ReplicatedType[] {
   const role: ReplicatedType = {
     type: 'role',
+    tables: ['roles'],
     // a capability revoked at one site while granted at another stays revoked (§3.4)
     rules: { resolvers: { 'matrix/': falseWins } },
     async list(em) {
@@ -102,6 +105,7 @@ export function replicatedTypes(services: { teams: () => TeamService; flags: () 
 
   const user: ReplicatedType = {
     type: 'user',
+    tables: ['users'],
     // login and password are the origin's alone, so a login stays unique per origin (§8.2)
     rules: { resolvers: { disabled: trueWins }, originOnly: ['login', 'password_hash'] },
     async list(em, ctx) {
@@ -150,6 +154,7 @@ export function replicatedTypes(services: { teams: () => TeamService; flags: () 
 
   const team: ReplicatedType = {
     type: 'team',
+    tables: ['teams', 'team_memberships'],
     // members are an add-wins set: one field per member, dropped to remove
     rules: {},
     async list(em, ctx) {
@@ -194,6 +199,7 @@ export function replicatedTypes(services: { teams: () => TeamService; flags: () 
 
   const statusFlag: ReplicatedType = {
     type: 'status_flag',
+    tables: ['status_flags'],
     rules: {},
     async list(em) {
       // unscoped flags only: scoped ones came with a project from elsewhere (§6.6)

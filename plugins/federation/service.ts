@@ -73,6 +73,8 @@ export class FederationService {
   readonly store: CrdtStore
   private readonly byType: Map<string, ReplicatedType>
   private readonly mutex = new Mutex()
+  /** every table a replicated type reads or writes, for `transaction`'s lock */
+  private readonly lockedTables: string
 
   constructor(
     private readonly db: Database,
@@ -83,6 +85,7 @@ export class FederationService {
     private readonly log: Logger,
   ) {
     this.byType = new Map(types.map((t) => [t.type, t]))
+    this.lockedTables = [...new Set(types.flatMap((t) => t.tables))].map((t) => `"${t}"`).join(', ')
     this.store = store((type) => (type === 'site' ? SITE_RULES : (this.byType.get(type)?.rules ?? {})))
   }
 
@@ -98,16 +101,26 @@ export class FederationService {
     return this.site.replica()
   }
 
-  /** a transaction on a fresh EntityManager; the counter row is locked first so federation writers of all processes take turns */
+  /**
+   * A transaction on a fresh EntityManager; the counter row is locked first so federation writers of
+   * all processes take turns. On PostgreSQL the replicated types' tables are then locked against
+   * writes (reads go on): capture compares the rows with what it saw last, materialisation writes
+   * them, and the values it leaves are remembered as seen. A user's edit committed in between would
+   * be taken for the federation's own and never replicated, or written over (a flag renamed during a
+   * background merge came back under its old name at every site). Local writes wait for the merge
+   * instead, and the next capture sees them. SQLite's one connection already serialises them.
+   */
   transaction<T>(work: (em: EntityManager, k: Knex) => Promise<T>): Promise<T> {
     return this.mutex.run(() =>
       (this.db.orm.em.fork() as EntityManager).transactional(async (em) => {
         const k = knexOf(em)
         await k(TABLES.seq).where({ id: 1 }).update({ n: k.raw('n') })
+        if (this.db.dialect === 'postgresql') await k.raw(`lock table ${this.lockedTables} in share row exclusive mode`)
         return work(em, k)
       }),
     )
   }
+
 
   // ------------------------------------------------------------------ capture and materialise
 
