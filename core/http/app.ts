@@ -15,6 +15,7 @@ import { bodyReader, hasBody } from './body.js'
 import { coreCredentialResolver, type CredentialResolver } from './credentials.js'
 import { dispatch, noAnswer, routeHandler, type RouteHandler, type Routed } from './dispatch.js'
 import { hasUploads, removeUploads } from './uploads.js'
+import { respondJson } from './respond.js'
 import type { MamContext } from './context.js'
 import type { RequestObservers } from './metrics.js'
 import { coreServices } from '../plugin/services.js'
@@ -44,7 +45,7 @@ const OVERRIDABLE: Record<string, string> = { DELETE: 'DELETE', DESTROY: 'DELETE
  */
 export function buildHttpApp(deps: HttpDeps): Koa {
   // `compose` is a Koa 3 option its type declarations do not list yet
-  const app: Koa = new Koa({ compose: composeSync } as { env?: string })
+  const app: Koa = new MamApplication({ compose: composeSync } as { env?: string })
   app.silent = true
   extendContext(app, deps.container)
   app.context.observers = deps.observers
@@ -59,6 +60,33 @@ export function buildHttpApp(deps: HttpDeps): Koa {
   app.use(entry(deps, routes))
   return app
 }
+
+/**
+ * Koa's Application with one shortcut in `handleRequest`: a request that the path answered at once
+ * and wrote itself (`respondJson`: plain JSON, the common case) is done when the middleware
+ * returns. Koa would first hang `onFinished(res, onerror)` on the socket and the response (ee-first:
+ * four listeners, their closures, removed again at 'finish'), whose only use once the headers are
+ * sent is to emit the app's 'error' event for a socket error (Koa's `ctx.onerror` does nothing
+ * else then; this app is silent); Node's server handles socket errors itself. Everything else
+ * (problems, files, streams, HEAD, a route that waits) takes Koa's own `handleRequest` and `respond`.
+ */
+class MamApplication extends Koa {
+  // not in Koa's type declarations (an internal method that `callback()` calls per request)
+  handleRequest(ctx: Koa.ParameterizedContext, fnMiddleware: (ctx: Koa.ParameterizedContext) => Promise<unknown>): Promise<void> {
+    const res = ctx.res
+    res.statusCode = 404
+    const out = fnMiddleware(ctx) as unknown
+    if (out === ANSWERED && ctx.respond === false && res.writableEnded) return DONE
+    // Koa's own path for the rest; it sets the status to 404 before calling the middleware, which has run already
+    const status = res.statusCode
+    return (Koa.prototype as unknown as MamApplication).handleRequest.call(this, ctx, () => {
+      res.statusCode = status
+      return out as Promise<unknown>
+    })
+  }
+}
+
+const DONE: Promise<void> = Promise.resolve()
 
 /**
  * Koa answers after `composed(ctx).then(respond).catch(onerror)`. Its own composition makes that
@@ -174,7 +202,10 @@ function entry(deps: HttpDeps, routes: RouteTable<RouteHandler>): Koa.Middleware
       else sendProblem(ctx, err, requestId, log)
     }
     if (pending) return settle(c, pending, auth, log, logged, started)
-    return finish(c, log, logged, started)
+    const cleaned = finish(c, log, logged, started)
+    if (cleaned) return cleaned.then(() => respondJson(ctx))
+    respondJson(ctx)
+    return undefined
   }
 }
 
@@ -188,6 +219,7 @@ async function settle(ctx: MamContext, pending: Promise<void>, auth: AuthService
   } finally {
     await finish(ctx, log, logged, started)
   }
+  respondJson(ctx as unknown as Koa.Context)
 }
 
 /**
@@ -205,7 +237,7 @@ async function principalProblem(ctx: MamContext, err: unknown, auth: AuthService
   return gone ? unauthenticated('The signed-in user or the credential no longer exists') : err
 }
 
-/** removes what an upload left (only then a promise), and logs the request */
+/** removes what an upload left (only then a promise), and logs the request; the answer is sent after this (`respondJson`, or Koa) */
 function finish(ctx: MamContext, log: Logger, logged: boolean, started: number): Promise<void> | undefined {
   // an error answered before the body was read: the rest of it is not waited for
   if (ctx.status >= 400 && hasBody(ctx.req) && !ctx.req.complete) ctx.set('Connection', 'close')

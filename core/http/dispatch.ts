@@ -11,6 +11,7 @@ import type { CredentialResolver } from './credentials.js'
 import { ROUTER_METHODS, type RouteTable } from './router.js'
 import { unwrapNames, wrapParams, wrapSpecOf, type WrapSpec } from './wrap.js'
 import type { MamContext } from './context.js'
+import { hasAnswer, setAnswer } from './respond.js'
 
 /** a route's whole handling after dispatch; undefined when it answered without waiting for anything */
 export type RouteHandler = (ctx: MamContext) => Promise<void> | undefined
@@ -86,9 +87,9 @@ export function routeHandler(route: CompiledRoute, deps: DispatchDeps): RouteHan
     const result = route.handler(ctx)
     if (isThenable(result))
       return Promise.resolve(result).then((value) => {
-        if (value !== undefined) ctx.body = value
+        if (value !== undefined) setAnswer(ctx as unknown as Koa.Context, value)
       })
-    if (result !== undefined) ctx.body = result
+    if (result !== undefined) setAnswer(ctx as unknown as Koa.Context, result)
     return undefined
   }
 
@@ -128,7 +129,7 @@ function routeMiss(ctx: MamContext, routes: RouteTable<RouteHandler>, pathname: 
 
 /** a route that left no body: as if no route had answered */
 export function noAnswer(ctx: Koa.Context): void {
-  if (ctx.body !== undefined) return
+  if (hasAnswer(ctx)) return
   const where = `${ctx.method} ${ctx.path}`
   if (ctx.status === 404) throw new MamError('not_found', `No route for ${where}`)
   if (ctx.status === 405) throw new MamError('method_not_allowed', `${where} is not allowed; allowed: ${ctx.response.get('Allow')}`)
