@@ -5,7 +5,7 @@ import path from 'node:path'
 import type { Logger } from 'pino'
 import type { ProjectService } from '../projects/index.js'
 import type { StrategyRow, StrategyService } from './strategies.js'
-import { KERNEL_COPY, KERNEL_COPY_UP_TO, copyKernel, fsyncPath, readAll, sameContent, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
+import { byKernel, copyKernel, fsyncPath, readAll, sameContent, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
 import { projectArchived, projectUnarchived } from './events.js'
 import { FileError, PARALLEL, copyVerified, readObject, verify, type TransmissionCheck } from './transfer.js'
 import { eachLimit, retryTransient } from './concurrency.js'
@@ -542,7 +542,7 @@ export class ArchiveService {
     const want: Sums = { size: Number(f.size), sha256: f.sha256, crc32: f.crc32 }
     const temp = path.join(dir, `${RESTORE_PREFIX}${randomBytes(6).toString('hex')}`)
     const key = objectKey(s.archive_key, f.path)
-    if (target.open && KERNEL_COPY && want.size <= KERNEL_COPY_UP_TO) return this.fetchRestoreByKernel(target, key, f, want, file, temp, signal)
+    if (target.open && byKernel(want.size)) return this.fetchRestoreByKernel(target, key, f, want, file, temp, signal)
     const handle = await open(temp, 'wx')
     try {
       // a disk target's object by descriptor: copied and hashed in one pass off the event loop

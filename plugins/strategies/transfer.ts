@@ -3,7 +3,7 @@ import type { FileHandle } from 'node:fs/promises'
 import { MamError, openInside } from '../../core/index.js'
 import { eachLimit, retryTransient } from './concurrency.js'
 import { compareInThread, type CompareFds } from './compare.js'
-import { KERNEL_COPY_UP_TO, copyInThread, readAll, sameContent, sameSums, sumsOf, writeHashed, type CopyFds, type Sums, type Target } from './targets/types.js'
+import { byKernel, copyInThread, readAll, sameContent, sameSums, sumsOf, writeHashed, type CopyFds, type Sums, type Target } from './targets/types.js'
 
 export type TransmissionCheck = 'none' | 'size' | 'checksum' | 'fingerprint'
 
@@ -210,7 +210,7 @@ async function copyOne<T>(target: Target, batch: ReturnType<Target['batch']>, fi
       if (there && there.size === sums.size && (await verify(target, file.key, sums, options.check, options.signal, copy).then(() => true, () => false)))
         return { sums, size, mtimeMs, stats: before, reused: true, readBack: false }
     }
-    if (known && batch.putCopy && size <= KERNEL_COPY_UP_TO && options.kernel !== false) {
+    if (known && batch.putCopy && byKernel(size) && options.kernel !== false) {
       // checksums known (the asset's, for this size and modification time): the kernel copies the
       // file, nothing hashes it on the way; `checksum` and `fingerprint` then read the copy back
       // (SHA-256) against the known checksums, `size` and `none` only check its size (verify)

@@ -188,6 +188,14 @@ export const KERNEL_COPY = process.platform === 'linux' && existsSync('/proc/sel
  * way (a cancelled job waits for it: ~1 s per GiB here), so larger files keep the worker's loop.
  */
 export const KERNEL_COPY_UP_TO = 1 << 30
+/**
+ * From this size: below it the kernel's copy costs more than a read, a hash of a few KiB and a
+ * write (libuv's copyfile adds an fstat, an fchmod and a second open; 4 KiB files: 1,504 vs 2,069
+ * files/s in one process, bench/README.md).
+ */
+export const KERNEL_COPY_FROM = 1 << 20
+/** whether a file of `size` bytes is copied by the kernel (copyKernel) when it may be */
+export const byKernel = (size: number) => KERNEL_COPY && size >= KERNEL_COPY_FROM && size <= KERNEL_COPY_UP_TO
 
 /**
  * The bytes of the open file `from` copied to the new file `to` (created, never over an existing

@@ -213,7 +213,7 @@ t.test('known checksums on a disk target: copied by the kernel; size trusts them
   const root = path.join(dir, 'kn-src')
   await mkdir(root, { recursive: true })
   const disk = new DiskTarget(path.join(dir, 'kn-target'))
-  for (const size of [4096, IN_THREAD_BELOW * 2 + 5]) {
+  for (const size of [IN_THREAD_BELOW, IN_THREAD_BELOW * 2 + 5]) {
     const bytes = randomBytes(size)
     const name = `f${size}.bin`
     await writeFile(path.join(root, name), bytes)
@@ -226,7 +226,7 @@ t.test('known checksums on a disk target: copied by the kernel; size trusts them
       t.notOk(ok.error, `${check}, ${size} bytes: checks out`)
       t.same(ok.error ? null : ok.sums, sumsOf(bytes), `${check}: the known checksums are recorded`)
       t.ok((await readFile(path.join(dir, 'kn-target', key))).equals(bytes), `${check}: the copy is byte-identical`)
-      const hashedInWorker = size >= IN_THREAD_BELOW && (check === 'checksum' || check === 'fingerprint') ? 1 : 0
+      const hashedInWorker = check === 'checksum' || check === 'fingerprint' ? 1 : 0
       t.equal(copier.inWorkers, workers + hashedInWorker, `${check}: ${hashedInWorker ? 'the copy read back in a worker, not copied or compared there' : 'nothing copied or compared in a worker'}`)
     }
     // checksums recorded for other bytes (the file changed and kept its time): checksum and fingerprint fail the file, nothing is left on the target
@@ -245,4 +245,9 @@ t.test('known checksums on a disk target: copied by the kernel; size trusts them
     const [hashing] = await copyVerified(disk, [{ item: 4, root, path: name, key: `bad/hashing/${name}`, known: wrong }], { check: 'size', signal: new AbortController().signal, reuse: false, copy: copier.copy, compare: copier.compare, kernel: false })
     t.match(hashing.error?.message, 'changed while it was copied')
   }
+  // below KERNEL_COPY_FROM the hashing copy stays (cheaper for small files): it checks the recorded checksums itself
+  await writeFile(path.join(root, 'small.bin'), randomBytes(4096))
+  const st = await stat(path.join(root, 'small.bin'))
+  const [small] = await copyVerified(disk, [{ item: 5, root, path: 'small.bin', key: 'bad/small.bin', known: { sums: { size: 4096, sha256: '0'.repeat(64), crc32: '00000000' }, size: 4096, mtimeMs: Math.floor(st.mtimeMs) } }], { check: 'size', signal: new AbortController().signal, reuse: false, copy: copier.copy, compare: copier.compare })
+  t.match(small.error?.message, 'changed while it was copied', 'a small file is hashed on the way, its recorded checksums checked')
 })
