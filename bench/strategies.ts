@@ -6,8 +6,10 @@
  * storages (`POST /projects/tier`) vs `cp -r` + `sync`. And the process's RSS, sampled every
  * 100 ms, while a large project is archived and restored (the server runs in this process).
  *
- *   npx tsc -p . && node dist/bench/strategies.js [--mib 256] [--small 10000] [--large-gib 10] [--only disk,small,s3,tier,rss,verify] [--copy-threads N]
+ *   npx tsc -p . && node dist/bench/strategies.js [--mib 256] [--small 10000] [--large-gib 10] [--only disk,known,small,s3,tier,rss,verify] [--copy-threads N]
  *
+ * `--only known`: the disk runs again on a project whose files are assets hashed by the assets plugin
+ * (`rehash`), so the archive knows their checksums (copies by the kernel, see plugins/strategies/README.md).
  * `--only verify` (not in the default set): the fingerprint check alone, read back and hashed vs
  * compared with the originals, alternating in one process (medians of 7).
  * `--cold`: the disk copies are not preceded by freeing page cache (warmPages, below).
@@ -23,7 +25,7 @@ import { parseArgs } from 'node:util'
 import { performance } from 'node:perf_hooks'
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3'
 import { Upload } from '@aws-sdk/lib-storage'
-import { startTestServer, type TestServer } from '../core/testing/index.js'
+import { startTestServer, waitForJobs, type TestServer } from '../core/testing/index.js'
 import { startRgw } from '../test/helpers/rgw.js'
 import { Copier } from '../plugins/strategies/copier.js'
 import { eachLimit } from '../plugins/strategies/concurrency.js'
@@ -31,7 +33,7 @@ import { DiskTarget } from '../plugins/strategies/targets/disk.js'
 import type { Sums } from '../plugins/strategies/targets/types.js'
 import { PARALLEL, verify } from '../plugins/strategies/transfer.js'
 
-const { values } = parseArgs({ options: { mib: { type: 'string', default: '256' }, small: { type: 'string', default: '10000' }, 'large-gib': { type: 'string', default: '10' }, only: { type: 'string', default: 'disk,small,s3,tier,rss' }, 'copy-threads': { type: 'string' }, cold: { type: 'boolean', default: false } } })
+const { values } = parseArgs({ options: { mib: { type: 'string', default: '256' }, small: { type: 'string', default: '10000' }, 'large-gib': { type: 'string', default: '10' }, only: { type: 'string', default: 'disk,known,small,s3,tier,rss' }, 'copy-threads': { type: 'string' }, cold: { type: 'boolean', default: false } } })
 /** `--cold`: no warmPages before the timed disk copies (as before 2026-11-25 03:20) */
 const COLD = values.cold
 /** the strategies plugin's `copyThreads` (0: hashing in the event loop's thread, as before the Copier); default one per core */
@@ -68,6 +70,27 @@ async function project(s: TestServer, name: string, files: Record<string, number
   }
   return { id, root }
 }
+
+/**
+ * Registers the project's files as assets and has the assets plugin hash them (`rehash`: SHA-256 and
+ * CRC-32 recorded with the size and modification time), as files ingested into a project are: the
+ * archive then knows their checksums. Waits until no job is left queued or running.
+ */
+async function withKnownSums(s: TestServer, id: number, paths: string[]) {
+  for (let i = 0; i < paths.length; i += 500) {
+    const r = await s.request('POST', `/projects/${id}/addassets`, { token: s.user.token, json: { paths: paths.slice(i, i + 500) } })
+    if (r.status !== 201) throw new Error(r.text)
+  }
+  await quiet(s)
+  const r = await s.request('PUT', `/projects/${id}/rehash`, { token: s.user.token })
+  if (r.status !== 202) throw new Error(r.text)
+  await quiet(s)
+  const hashed = await s.runtime.db.knex('assets').where({ project_id: id }).whereNotNull('sha256').count({ n: '*' })
+  if (Number(hashed[0].n) !== paths.length) throw new Error(`only ${hashed[0].n} of ${paths.length} assets hashed`)
+}
+
+/** until no job is running or due within a minute (the core's test helper; later recurring jobs do not count) */
+const quiet = (s: TestServer) => waitForJobs(s, { timeoutMs: 600_000 })
 
 /** a request, once more when a kept-alive connection the server closed meanwhile was reset (the request never arrived) */
 async function request(s: TestServer, ...args: Parameters<TestServer['request']>) {
@@ -209,6 +232,38 @@ try {
     console.log(`  archive (one pass: hash while copying; batched fsync; fingerprint read-back; release) ${rate(bytes, archiveMs)} = ${ratio(cpMs, archiveMs)} (${timeline(stages)})`)
     console.log(`  archive with transmission_check size (no read-back) ${rate(bytes, sizedMs)} = ${ratio(cpMs, sizedMs)} (${timeline(sizedStages)}); CPU ${(sizedCpu / 1000).toFixed(2)} s`)
     console.log(`  restore (copy, hash, batched fsync, link) ${rate(bytes, restoreMs)} = ${ratio(cpMs, restoreMs)}; CPU ${(restoreCpu / 1000).toFixed(2)} s`)
+    console.log(`  load average: ${load()}`)
+  }
+
+  if (ONLY.has('known')) {
+    // the same files registered as assets and hashed by the assets plugin (its recorded SHA-256 and
+    // CRC-32): what a project of ingested media is; the archive may use the checksums it has
+    const k = await project(s, 'Known', big)
+    await withKnownSums(s, k.id, Object.keys(big))
+    const fp = await strategy('disk, known sums', path.join(targets, 'disk-known'))
+    const sized = await strategy('disk, known sums, size check', path.join(targets, 'disk-known-size'), undefined, 'size')
+    const warm = bytes * 1.25
+    const stages = new Map<string, number>()
+    const timed = async (fn: () => Promise<number>) => {
+      await warmPages(warm)
+      const c0 = ownCpuMs()
+      const ms = await fn()
+      return { ms, cpu: ownCpuMs() - c0 }
+    }
+    const cpCpu = { ms: 0 }
+    await warmPages(warm)
+    const cpBefore = timeCp(k.root, path.join(targets, 'cp'), cpCpu)
+    const a = await timed(() => timeArchive(s, k.id, fp, 'archive', stages))
+    const r = await timed(() => timeArchive(s, k.id, fp, 'unarchive'))
+    const z = await timed(() => timeArchive(s, k.id, sized, 'archive'))
+    await timeArchive(s, k.id, sized, 'unarchive')
+    await warmPages(warm)
+    const cpMs = Math.min(cpBefore, timeCp(k.root, path.join(targets, 'cp')))
+    const line = (what: string, t: { ms: number; cpu: number }) => `  ${what} ${rate(bytes, t.ms)} = ${ratio(cpMs, t.ms)}; CPU ${(t.cpu / 1000).toFixed(2)} s`
+    console.log(`known sums (assets hashed by rehash), ${MIB} MiB in 4 files: cp -r + sync ${rate(bytes, cpMs)} (${rate(bytes, cpBefore)} before, the faster counts); CPU of cp + sync ${(cpCpu.ms / 1000).toFixed(2)} s`)
+    console.log(`${line('archive, fingerprint', a)} (${timeline(stages)})`)
+    console.log(line('archive, size check', z))
+    console.log(line('restore', r))
     console.log(`  load average: ${load()}`)
   }
 

@@ -5,7 +5,7 @@ import path from 'node:path'
 import type { Logger } from 'pino'
 import type { ProjectService } from '../projects/index.js'
 import type { StrategyRow, StrategyService } from './strategies.js'
-import { fsyncPath, readAll, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
+import { byKernel, copyKernel, fsyncPath, readAll, sameContent, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
 import { projectArchived, projectUnarchived } from './events.js'
 import { FileError, PARALLEL, copyVerified, readObject, verify, type TransmissionCheck } from './transfer.js'
 import { eachLimit, retryTransient } from './concurrency.js'
@@ -541,6 +541,8 @@ export class ArchiveService {
     await mkdir(dir, { recursive: true })
     const want: Sums = { size: Number(f.size), sha256: f.sha256, crc32: f.crc32 }
     const temp = path.join(dir, `${RESTORE_PREFIX}${randomBytes(6).toString('hex')}`)
+    const key = objectKey(s.archive_key, f.path)
+    if (target.open && byKernel(want.size)) return this.fetchRestoreByKernel(target, key, f, want, file, temp, signal)
     const handle = await open(temp, 'wx')
     try {
       // a disk target's object by descriptor: copied and hashed in one pass off the event loop
@@ -551,6 +553,31 @@ export class ArchiveService {
       await handle.close()
       await rm(temp, { force: true })
       throw err
+    }
+  }
+
+  /**
+   * fetchRestore from a disk target: the kernel copies the object into the temporary (no hash on the
+   * way, no user-space buffer), then the temporary is read back and hashed (SHA-256, in a worker
+   * thread from 1 MiB) against the archived checksums: what is linked into the project is what was
+   * hashed. The temporary is left open (read only) for the page's fsync.
+   */
+  private async fetchRestoreByKernel(target: Target, key: string, f: any, want: Sums, file: string, temp: string, signal: AbortSignal): Promise<{ temp: string; file: string; handle: FileHandle }> {
+    signal.throwIfAborted()
+    const from = await target.open!(key)
+    let handle: FileHandle | undefined
+    try {
+      await copyKernel(from, temp)
+      handle = await open(temp, 'r')
+      const got = await this.copier.copy(handle, null, want.size, signal, true)
+      if (!sameContent(got, want)) throw new FileError(`the archived copy of ${f.path} hashes to ${got.sha256} (${got.size} bytes), not to ${want.sha256} (${want.size} bytes) as archived; the file stays archived`)
+      return { temp, file, handle }
+    } catch (err) {
+      await handle?.close().catch(() => {})
+      await rm(temp, { force: true })
+      throw err
+    } finally {
+      await from.close()
     }
   }
 

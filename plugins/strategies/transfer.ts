@@ -3,7 +3,7 @@ import type { FileHandle } from 'node:fs/promises'
 import { MamError, openInside } from '../../core/index.js'
 import { eachLimit, retryTransient } from './concurrency.js'
 import { compareInThread, type CompareFds } from './compare.js'
-import { copyInThread, readAll, sameContent, sameSums, sumsOf, writeHashed, type CopyFds, type Sums, type Target } from './targets/types.js'
+import { byKernel, copyInThread, readAll, sameContent, sameSums, sumsOf, writeHashed, type CopyFds, type Sums, type Target } from './targets/types.js'
 
 export type TransmissionCheck = 'none' | 'size' | 'checksum' | 'fingerprint'
 
@@ -130,6 +130,8 @@ export interface CopyOptions {
   /** a fingerprint check's comparison of a large copy with its original (Copier.compare); in this thread without one */
   compare?: CompareFds
   onRetry?: (err: unknown, what: string) => void
+  /** false: never copy by the kernel (putCopy), known checksums or not (tests, the bench's A/B) */
+  kernel?: boolean
 }
 
 /** size, modification and change time (to the sub-microsecond the stat gives) */
@@ -150,7 +152,7 @@ const changed = (a: Stats, b: Stats) => a.size !== b.size || a.mtimeMs !== b.mti
 export async function copyVerified<T>(target: Target, files: Array<SourceFile<T>>, options: CopyOptions): Promise<Array<Copied<T>>> {
   const { check, signal } = options
   const out: Array<Copied<T>> = []
-  const sent: Array<{ file: SourceFile<T>; sums: Sums; size: number; mtimeMs: number; stats: Stats }> = []
+  const sent: Array<{ file: SourceFile<T>; sums: Sums; size: number; mtimeMs: number; stats: Stats; readBack: boolean }> = []
   const batch = target.batch()
   const retry = <R>(what: string, fn: () => Promise<R>) => retryTransient(fn, { signal, onRetry: (err) => options.onRetry?.(err, what) })
   try {
@@ -167,14 +169,15 @@ export async function copyVerified<T>(target: Target, files: Array<SourceFile<T>
     const failed = await batch.commit()
     for (const err of failed.values()) if (!isFileFailure(err)) throw err
     const compare = options.compare ?? compareInThread
-    await eachLimit(sent, PARALLEL, async ({ file, sums, size, mtimeMs, stats }) => {
+    await eachLimit(sent, PARALLEL, async ({ file, sums, size, mtimeMs, stats, readBack }) => {
       try {
         const err = failed.get(file.key)
         if (err) throw err
         // nothing below `none`: a copy must at least have the size of its original before anything is released
-        // a large copy on disk is compared with its original (read again) rather than hashed a second time
+        // a large copy on disk is compared with its original (read again) rather than hashed a second time;
+        // a kernel copy of known sums was read back and hashed already (copyOne): its size is left to check
         const original: Original = { root: file.root, path: file.path, stats, compare }
-        await retry(`verification of ${file.key}`, () => verify(target, file.key, sums, check, signal, options.copy, original))
+        await retry(`verification of ${file.key}`, () => verify(target, file.key, sums, readBack ? 'size' : check, signal, options.copy, original))
         out.push({ item: file.item, sums, size, mtimeMs, reused: false })
       } catch (err) {
         if (signal.aborted || !isFileFailure(err)) throw err
@@ -187,7 +190,7 @@ export async function copyVerified<T>(target: Target, files: Array<SourceFile<T>
   }
 }
 
-async function copyOne<T>(target: Target, batch: ReturnType<Target['batch']>, file: SourceFile<T>, options: CopyOptions): Promise<{ sums: Sums; size: number; mtimeMs: number; stats: Stats; reused: boolean }> {
+async function copyOne<T>(target: Target, batch: ReturnType<Target['batch']>, file: SourceFile<T>, options: CopyOptions): Promise<{ sums: Sums; size: number; mtimeMs: number; stats: Stats; reused: boolean; readBack: boolean }> {
   const opened = await openInside(file.root, file.path, `file ${file.path}`).catch((err) => {
     if (err.code === 'ENOENT') throw new FileError(`${file.path} vanished before it was copied`)
     if (err instanceof MamError) throw new FileError(err.message)
@@ -205,7 +208,24 @@ async function copyOne<T>(target: Target, batch: ReturnType<Target['batch']>, fi
       // a rerun after a crash: a copy that is there and checks out is not sent again
       const there = await target.head(file.key)
       if (there && there.size === sums.size && (await verify(target, file.key, sums, options.check, options.signal, copy).then(() => true, () => false)))
-        return { sums, size, mtimeMs, stats: before, reused: true }
+        return { sums, size, mtimeMs, stats: before, reused: true, readBack: false }
+    }
+    if (known && batch.putCopy && byKernel(size) && options.kernel !== false) {
+      // checksums known (the asset's, for this size and modification time): the kernel copies the
+      // file, nothing hashes it on the way; `checksum` and `fingerprint` then read the copy back
+      // (SHA-256) against the known checksums, `size` and `none` only check its size (verify)
+      const proves = options.check === 'checksum' || options.check === 'fingerprint'
+      const got = await batch.putCopy(file.key, opened.handle, size, options.signal, proves ? copy : undefined)
+      const after = await opened.handle.stat()
+      if (changed(before, after) || got.size !== size) {
+        await batch.drop(file.key)
+        throw new FileError(`${file.path} changed while it was copied; it is copied again on the next run`)
+      }
+      if (got.back && !sameContent(got.back, known)) {
+        await batch.drop(file.key)
+        throw new FileError(`the copy of ${file.key} read back hashes to ${got.back.sha256} (${got.back.size} bytes), the checksums recorded for ${file.path} are ${known.sha256} (${known.size} bytes); it is copied again on the next run`)
+      }
+      return { sums: known, size, mtimeMs, stats: after, reused: false, readBack: proves }
     }
     // a disk target takes the file by descriptor (one pass in a worker); S3 streams it through its upload
     const got = batch.putFile ? await batch.putFile(file.key, opened.handle, size, copy, options.signal) : await batch.put(file.key, readAll(opened.handle, size), sums, options.signal)
@@ -214,7 +234,7 @@ async function copyOne<T>(target: Target, batch: ReturnType<Target['batch']>, fi
       await batch.drop(file.key)
       throw new FileError(`${file.path} changed while it was copied; it is copied again on the next run`)
     }
-    return { sums: got, size, mtimeMs, stats: after, reused: false }
+    return { sums: got, size, mtimeMs, stats: after, reused: false, readBack: false }
   } finally {
     await opened.close()
   }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { mkdir, open, readdir, realpath, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 import { Readable } from 'node:stream'
-import { fsyncPath, readAll, writeHashed, type Head, type PutBatch, type Sums, type Target } from './types.js'
+import { KERNEL_COPY, copyKernel, fsyncPath, readAll, writeHashed, type Head, type PutBatch, type Sums, type Target } from './types.js'
 import { eachLimit } from '../concurrency.js'
 
 import { MamError, isInside, relativeSegments } from '../../../core/index.js'
@@ -76,27 +76,59 @@ export class DiskTarget implements Target {
       await s.handle.close().catch(() => {})
       await rm(s.temp, { force: true })
     }
-    /** writes one object to a temporary name beside its place, kept open for the commit's fsync */
-    const stage = async (key: string, write: (handle: FileHandle) => Promise<Sums>, syncNow = false): Promise<Sums> => {
+    /** the temporary name beside a key's place (its folder made) */
+    const tempOf = async (key: string) => {
       const file = await this.file(key)
       const dir = path.dirname(file)
-      const temp = path.join(dir, `${PART}${randomBytes(6).toString('hex')}`)
+      if (!made.has(dir)) {
+        await mkdir(dir, { recursive: true })
+        made.add(dir)
+      }
+      return { file, temp: path.join(dir, `${PART}${randomBytes(6).toString('hex')}`) }
+    }
+    /** writes one object to a temporary name beside its place, kept open for the commit's fsync */
+    const stage = async (key: string, write: (handle: FileHandle) => Promise<Sums>, syncNow = false): Promise<Sums> => {
       let handle: FileHandle | undefined
+      let temp: string | undefined
       try {
-        if (!made.has(dir)) {
-          await mkdir(dir, { recursive: true })
-          made.add(dir)
-        }
+        const names = await tempOf(key)
+        temp = names.temp
         handle = await open(temp, 'wx')
         const sums = await write(handle)
         if (staged.has(key)) await remove(key)
         // a large file's flush starts at once (the commit waits for it): the device writes while the next files are hashed
         const synced = syncNow ? handle.sync().then(() => null, (err: unknown) => err) : undefined
-        staged.set(key, { temp, file, handle, synced })
+        staged.set(key, { temp, file: names.file, handle, synced })
         return sums
       } catch (err) {
         await handle?.close().catch(() => {})
-        if (handle) await rm(temp, { force: true })
+        if (handle && temp) await rm(temp, { force: true })
+        throw diskError(err, this.destination)
+      }
+    }
+    /** putCopy: the kernel copies into a new temporary, opened then for its fsync (read only: it has the original's mode) and the read-back */
+    const stageCopy = async (key: string, from: FileHandle, size: number, signal?: AbortSignal, readBack?: Parameters<NonNullable<PutBatch['putCopy']>>[4]) => {
+      signal?.throwIfAborted()
+      let handle: FileHandle | undefined
+      let temp: string | undefined
+      let synced: Promise<unknown> | undefined
+      try {
+        const names = await tempOf(key)
+        temp = names.temp
+        await copyKernel(from, temp)
+        handle = await open(temp, 'r')
+        // read back before its flush starts: an fsync holds one of libuv's 4 threads for as long as the
+        // device writes, and the read-back's reads (a worker's too) queue behind it in the same pool
+        const back = readBack ? await readBack(handle, null, size, signal, true) : null
+        synced = size >= EARLY_SYNC_FROM ? handle.sync().then(() => null, (err: unknown) => err) : undefined
+        const copied = (await handle.stat()).size
+        if (staged.has(key)) await remove(key)
+        staged.set(key, { temp, file: names.file, handle, synced })
+        return { size: copied, back }
+      } catch (err) {
+        await synced
+        await handle?.close().catch(() => {})
+        if (temp) await rm(temp, { force: true })
         throw diskError(err, this.destination)
       }
     }
@@ -107,6 +139,7 @@ export class DiskTarget implements Target {
           throw err
         }),
       putFile: (key, from, size, copy, signal) => stage(key, (handle) => copy(from, handle, size, signal), size >= EARLY_SYNC_FROM),
+      ...(KERNEL_COPY ? { putCopy: stageCopy } : {}),
       drop: remove,
       commit: async () => {
         const failed = new Map<string, Error>()

@@ -1,4 +1,5 @@
-import { open, type FileHandle } from 'node:fs/promises'
+import { constants, existsSync } from 'node:fs'
+import { copyFile, open, type FileHandle } from 'node:fs/promises'
 import { Readable, Transform } from 'node:stream'
 import { ChunkSums } from '../../../core/index.js'
 
@@ -59,6 +60,13 @@ export interface PutBatch {
   put(key: string, source: Readable, sums: Sums | null, signal?: AbortSignal): Promise<Sums>
   /** like put, from an open file (disk targets): `copy` writes its bytes to the object's temporary file and hashes them */
   putFile?(key: string, from: FileHandle, size: number, copy: CopyFds, signal?: AbortSignal): Promise<Sums>
+  /**
+   * Like putFile, but the bytes are copied by the kernel (copyKernel: copy_file_range, no hash, no
+   * user-space buffer): for a file whose checksums are known already. `readBack` (a checksum or
+   * fingerprint check) reads the copy's temporary right after it was written (SHA-256 alone, while
+   * its early flush runs) and hands back its sums; `size` is the copy's size.
+   */
+  putCopy?(key: string, from: FileHandle, size: number, signal?: AbortSignal, readBack?: CopyFds): Promise<{ size: number; back: Sums | null }>
   /** an object put in this batch that must not appear after all (its source changed while it was sent) */
   drop(key: string): Promise<void>
   /** makes what was put durable under its key; the keys that could not be (a full disk …) with their error */
@@ -168,6 +176,35 @@ export function readAll(handle: FileHandle, sizeHint?: number): Readable {
 
 /** CopyFds in the caller's thread (async positional reads and writes): small files, and tools without a Copier */
 export const copyInThread: CopyFds = (from, to, size, signal, readBack) => (to ? writeHashed(to, readAll(from, size), signal) : sumsOf(readAll(from, size), readBack))
+
+/**
+ * Copies in the kernel (copy_file_range, through libuv's copyfile) work on Linux with /proc: a
+ * descriptor is copied through its /proc/self/fd link, which is the very file that was opened
+ * (checked) and not a path looked up again.
+ */
+export const KERNEL_COPY = process.platform === 'linux' && existsSync('/proc/self/fd')
+/**
+ * Up to this size a file is copied by the kernel (copyKernel): such a copy cannot be stopped half
+ * way (a cancelled job waits for it: ~1 s per GiB here), so larger files keep the worker's loop.
+ */
+export const KERNEL_COPY_UP_TO = 1 << 30
+/**
+ * From this size: below it the kernel's copy costs more than a read, a hash of a few KiB and a
+ * write (libuv's copyfile adds an fstat, an fchmod and a second open; 4 KiB files: 1,504 vs 2,069
+ * files/s in one process, bench/README.md).
+ */
+export const KERNEL_COPY_FROM = 1 << 20
+/** whether a file of `size` bytes is copied by the kernel (copyKernel) when it may be */
+export const byKernel = (size: number) => KERNEL_COPY && size >= KERNEL_COPY_FROM && size <= KERNEL_COPY_UP_TO
+
+/**
+ * The bytes of the open file `from` copied to the new file `to` (created, never over an existing
+ * one: COPYFILE_EXCL) by the kernel: no hash and no user-space buffer; libuv removes `to` when the
+ * copy fails (ENOSPC). The new file gets `from`'s permission bits. One call of the thread pool.
+ */
+export async function copyKernel(from: FileHandle, to: string): Promise<void> {
+  await copyFile(`/proc/self/fd/${from.fd}`, to, constants.COPYFILE_EXCL)
+}
 
 /** flushes a file or a directory to the device */
 export async function fsyncPath(file: string, flags: 'r' | 'r+'): Promise<void> {

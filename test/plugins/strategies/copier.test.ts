@@ -4,7 +4,7 @@
  * descriptors; the errno of a failed write crosses from the worker (a full target is a 507 by it).
  */
 import { createHash, randomBytes } from 'node:crypto'
-import { mkdir, open, readFile, stat, writeFile } from 'node:fs/promises'
+import { mkdir, open, readdir, readFile, stat, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { Readable } from 'node:stream'
 import { crc32 } from 'node:zlib'
@@ -207,4 +207,47 @@ t.test('the errno of a failed read or write comes back with the error', async (t
   await t.rejects(copier.copy(from, to, bytes.length), { code: 'EBADF' })
   await from.close()
   await to.close()
+})
+
+t.test('known checksums on a disk target: copied by the kernel; size trusts them, checksum and fingerprint read the copy back against them', async (t) => {
+  const root = path.join(dir, 'kn-src')
+  await mkdir(root, { recursive: true })
+  const disk = new DiskTarget(path.join(dir, 'kn-target'))
+  for (const size of [IN_THREAD_BELOW, IN_THREAD_BELOW * 2 + 5]) {
+    const bytes = randomBytes(size)
+    const name = `f${size}.bin`
+    await writeFile(path.join(root, name), bytes)
+    const st = await stat(path.join(root, name))
+    const known = (sums: ReturnType<typeof sumsOf>) => ({ sums, size, mtimeMs: Math.floor(st.mtimeMs) })
+    for (const check of ['none', 'size', 'checksum', 'fingerprint'] as const) {
+      const key = `k/${check}/${name}`
+      const workers = copier.inWorkers
+      const [ok] = await copyVerified(disk, [{ item: 1, root, path: name, key, known: known(sumsOf(bytes)) }], { check, signal: new AbortController().signal, reuse: false, copy: copier.copy, compare: copier.compare })
+      t.notOk(ok.error, `${check}, ${size} bytes: checks out`)
+      t.same(ok.error ? null : ok.sums, sumsOf(bytes), `${check}: the known checksums are recorded`)
+      t.ok((await readFile(path.join(dir, 'kn-target', key))).equals(bytes), `${check}: the copy is byte-identical`)
+      const hashedInWorker = check === 'checksum' || check === 'fingerprint' ? 1 : 0
+      t.equal(copier.inWorkers, workers + hashedInWorker, `${check}: ${hashedInWorker ? 'the copy read back in a worker, not copied or compared there' : 'nothing copied or compared in a worker'}`)
+    }
+    // checksums recorded for other bytes (the file changed and kept its time): checksum and fingerprint fail the file, nothing is left on the target
+    const wrong = known({ ...sumsOf(bytes), sha256: '0'.repeat(64) })
+    for (const check of ['checksum', 'fingerprint'] as const) {
+      const key = `bad/${check}/${name}`
+      const [bad] = await copyVerified(disk, [{ item: 2, root, path: name, key, known: wrong }], { check, signal: new AbortController().signal, reuse: false, copy: copier.copy, compare: copier.compare })
+      t.ok(bad.error instanceof FileError, `${check}: a copy that does not hash to the recorded checksums fails`)
+      t.match(bad.error?.message, `the copy of ${key} read back hashes to ${sumsOf(bytes).sha256}`)
+      t.notOk(await disk.head(key), `${check}: no object under the key`)
+    }
+    t.same((await readdir(path.join(dir, 'kn-target', 'bad', 'fingerprint'))).filter((n) => n.startsWith('.mamkit-part-')), [], 'no temporary left behind')
+    const [sized] = await copyVerified(disk, [{ item: 3, root, path: name, key: `bad/size/${name}`, known: wrong }], { check: 'size', signal: new AbortController().signal, reuse: false, copy: copier.copy, compare: copier.compare })
+    t.notOk(sized.error, 'size: the recorded checksums are not re-checked (documented: use checksum or fingerprint)')
+    // kernel: false keeps the hashing copy, which checks the bytes it read against the recorded checksums
+    const [hashing] = await copyVerified(disk, [{ item: 4, root, path: name, key: `bad/hashing/${name}`, known: wrong }], { check: 'size', signal: new AbortController().signal, reuse: false, copy: copier.copy, compare: copier.compare, kernel: false })
+    t.match(hashing.error?.message, 'changed while it was copied')
+  }
+  // below KERNEL_COPY_FROM the hashing copy stays (cheaper for small files): it checks the recorded checksums itself
+  await writeFile(path.join(root, 'small.bin'), randomBytes(4096))
+  const st = await stat(path.join(root, 'small.bin'))
+  const [small] = await copyVerified(disk, [{ item: 5, root, path: 'small.bin', key: 'bad/small.bin', known: { sums: { size: 4096, sha256: '0'.repeat(64), crc32: '00000000' }, size: 4096, mtimeMs: Math.floor(st.mtimeMs) } }], { check: 'size', signal: new AbortController().signal, reuse: false, copy: copier.copy, compare: copier.compare })
+  t.match(small.error?.message, 'changed while it was copied', 'a small file is hashed on the way, its recorded checksums checked')
 })
