@@ -138,7 +138,7 @@ const jsonText = (c: string) => `coalesce(to_json(${c})::text, 'null')`
  * PostgreSQL: the text of `JSON.stringify(assetJsonOfRow(r, project))` made by the database, for
  * listings (a page of 100 assets: the driver's parsing of 2,300 values, 300 timestamps and 200 JSON
  * columns, the objects and their stringifying were most of the Node process's time per page).
- * `a` is a row of `assets` (ASSET_COLUMNS) and `m` the lateral `from` item `fromSql(a)` must join;
+ * `a` is the alias of `assets` in the statement, which must join `from` (a lateral item, `<a>_m`) right after it;
  * `projectName` is the SQL of the project's name (a bound `?::text`).
  *
  * `json` is byte for byte what `assetJsonOfRow` + JSON.stringify answer when `ok` is true:
@@ -163,7 +163,7 @@ export function assetJsonSql(a: string, projectName: string) {
     ` || ',"file_names":[' || to_json(${a}.name) || '],"clip_names":[' || (case when ${m}.clip_name is null or json_typeof(${m}.clip_name) = 'null' then to_json(${a}.name) else ${m}.clip_name end)` +
     ` || '],"metadata":' || ${a}.metadata || ',"analysis_state":' || to_json(${a}.analysis_state) || ',"analysis_error":' || ${jsonText(`${a}.analysis_error`)}` +
     ` || ',"proxy_state":' || to_json(${a}.proxy_state) || ',"proxy_error":' || ${jsonText(`${a}.proxy_error`)}` +
-    ` || ',"proxy":{"state":' || to_json(${a}.proxy_state) || ',"version":' || ${a}.proxy_version || ',"kinds":' || array_to_json(array(select json_object_keys(${m}.proxies)))` +
+    ` || ',"proxy":{"state":' || to_json(${a}.proxy_state) || ',"version":' || ${a}.proxy_version || ',"kinds":' || array_to_json(array(select json_object_keys(${m}.proxies_object)))` +
     ` || '},"video":' || (${video}) || ',"audio":' || (${a}.type = 'audio' or (${video} and coalesce(${channels} = 'number' and ${m}.audio_channels::text::numeric > 0 or ${channels} = 'boolean' and ${m}.audio_channels::text = 'true', false)))` +
     ` || ',"image":' || (${a}.type = 'image') || ',"descriptions":' || (case when ${a}.description <> '' then '[' || to_json(${a}.description) || ']' else '[]' end)` +
     ` || ',"description":' || ${jsonText(`${a}.description`)} || ',"crc32":' || ${jsonText(`${a}.crc32`)} || ',"sha256":' || ${jsonText(`${a}.sha256`)} || ',"archive_strategy_id":null'` +
@@ -176,7 +176,7 @@ export function assetJsonSql(a: string, projectName: string) {
     ` and (not (${video}) or ${channels} is null or ${channels} in ('null', 'number', 'boolean')))`
   // one parse of each JSON column for the fields read from it (a non-object reads as {}: such a row is not `ok`)
   const from =
-    `cross join lateral (select r.clip_name, r.audio_channels, case when json_typeof(${a}.proxies) = 'object' then ${a}.proxies else '{}' end as proxies` +
+    `cross join lateral (select r.clip_name, r.audio_channels, case when json_typeof(${a}.proxies) = 'object' then ${a}.proxies else '{}' end as proxies_object` +
     ` from json_to_record(case when json_typeof(${a}.metadata) = 'object' then ${a}.metadata else '{}' end) as r(clip_name json, audio_channels json)) ${m}`
   return { json, ok, from }
 }

@@ -63,7 +63,8 @@ export class AssetListing {
     }
     // (folder, name) is unique in a project (it is the path) and walks the index: no tie-breaker needed
     // (an `id` after it made PostgreSQL sort every row before a deep OFFSET)
-    let page = `select ${ASSET_COLUMNS.join(', ')} from assets where ${where}`
+    // the page's statement after its `from assets`: the plain rows' and the JSON's
+    let page = ` where ${where}`
     const pageArgs = [...args]
     const count = async () => Number((await this.read(plain(`select count(*) as total from assets where ${where}`))(args))[0].total)
     const [literalLimit, limitArgs] = limitSql(q.perPage)
@@ -88,19 +89,20 @@ export class AssetListing {
     return { ...answer, total: q.count ? await pageTotal(offset, q.perPage, answer.found, count) : undefined }
   }
 
-  private async rowPage(sql: string, args: unknown[], owner: { id: number; name: string }) {
-    const rows = await this.read(plain(sql))(args)
+  private async rowPage(tail: string, args: unknown[], owner: { id: number; name: string }) {
+    const rows = await this.read(plain(`select ${ASSET_COLUMNS.join(', ')} from assets${tail}`))(args)
     return { found: rows.length, lastPath: rows.length ? (rows[rows.length - 1].path as string) : undefined, body: JSON.stringify({ assets: rows.map((r) => assetJsonOfRow(r, owner)) }) }
   }
 
   /** PostgreSQL: each asset's JSON text from the database (`assetJsonSql`), in the page's order */
-  private async jsonPage(sql: string, args: unknown[], owner: { id: number; name: string }) {
+  private async jsonPage(tail: string, args: unknown[], owner: { id: number; name: string }) {
     const { json, ok, from } = assetJsonSql('a', '?::text')
-    const rows = await this.read(`select ${json} as j, a.path, ${ok} as ok from (${hidden(sql)}) a ${from} order by a.folder, a.name`)([owner.name, ...args])
+    // the lateral join keeps the index's order (no sort of the written rows), and the LIMIT applies to the joined rows
+    const rows = await this.read(`select ${json} as j, a.path, ${ok} as ok from assets a ${from}${hidden(tail)}`)([owner.name, ...args])
     let body = '{"assets":['
     for (let i = 0; i < rows.length; i++) {
       const r = rows[i]
-      if (r.ok !== true || typeof r.j !== 'string') return this.rowPage(sql, args, owner)
+      if (r.ok !== true || typeof r.j !== 'string') return this.rowPage(tail, args, owner)
       body += i ? `,${r.j}` : r.j
     }
     return { found: rows.length, lastPath: rows.length ? (rows[rows.length - 1].path as string) : undefined, body: `${body}]}` }
