@@ -79,7 +79,15 @@ export class AssetListing {
       page += ` order by folder, name ${limit} offset ?bigint`
       pageArgs.push(...limitArgs, offset)
     }
-    const read = this.pg ? this.jsonPage(page, pageArgs, owner) : this.rowPage(page, pageArgs, owner)
+    if (this.pg) {
+      // a first page or a keyset page asked to count counts in the same statement (one round trip);
+      // a later OFFSET page counts only when it is full (pageTotal), as before
+      const together = q.count && (q.after !== undefined || offset === 0)
+      const answer = await this.jsonPage(page, pageArgs, owner, together ? { where, args } : undefined)
+      if (!q.count || answer.total !== undefined) return answer
+      return { ...answer, total: q.after !== undefined ? await count() : await pageTotal(offset, q.perPage, answer.found, count) }
+    }
+    const read = this.rowPage(page, pageArgs, owner)
     if (q.after !== undefined) {
       // the keyset page and the count (asked for with total=true) side by side
       const [answer, total] = await Promise.all([read, q.count ? count() : undefined])
@@ -94,18 +102,29 @@ export class AssetListing {
     return { found: rows.length, lastPath: rows.length ? (rows[rows.length - 1].path as string) : undefined, body: JSON.stringify({ assets: rows.map((r) => assetJsonOfRow(r, owner)) }) }
   }
 
-  /** PostgreSQL: each asset's JSON text from the database (`assetJsonSql`), in the page's order */
-  private async jsonPage(tail: string, args: unknown[], owner: { id: number; name: string }) {
+  /**
+   * PostgreSQL: each asset's JSON text from the database (`assetJsonSql`), in the page's order, and
+   * with `counted` the count of all matches as a column of every row (an InitPlan: counted once;
+   * an empty page tells none, nor does a page read again as plain rows)
+   */
+  private async jsonPage(tail: string, args: unknown[], owner: { id: number; name: string }, counted?: { where: string; args: unknown[] }): Promise<{ total?: number; found: number; lastPath?: string; body: string }> {
     const { json, ok, from } = assetJsonSql('a', '?::text')
-    // the lateral join keeps the index's order (no sort of the written rows), and the LIMIT applies to the joined rows
-    const rows = await this.read(`select ${json} as j, a.path, ${ok} as ok from assets a ${from}${hidden(tail)}`)([owner.name, ...args])
+    const total = counted ? `, (select count(*) from assets where ${hidden(counted.where)}) as total` : ''
+    // A keyset page joins the lateral item beside `assets`: the join keeps the index's order and the
+    // LIMIT stops it after the page. Rows an OFFSET skips would be written too (a deep page: thousands),
+    // so that page is read first and its rows written and put in order (a sort of the page's rows)
+    const select = `select ${json} as j, a.path, ${ok} as ok${total}`
+    const sql = tail.includes(' offset ')
+      ? `${select} from (select ${ASSET_COLUMNS.join(', ')} from assets${hidden(tail)}) a ${from} order by a.folder, a.name`
+      : `${select} from assets a ${from}${hidden(tail)}`
+    const rows = await this.read(sql)(counted ? [owner.name, ...counted.args, ...args] : [owner.name, ...args])
     let body = '{"assets":['
     for (let i = 0; i < rows.length; i++) {
       const r = rows[i]
       if (r.ok !== true || typeof r.j !== 'string') return this.rowPage(tail, args, owner)
       body += i ? `,${r.j}` : r.j
     }
-    return { found: rows.length, lastPath: rows.length ? (rows[rows.length - 1].path as string) : undefined, body: `${body}]}` }
+    return { total: counted && rows.length ? Number(rows[0].total) : undefined, found: rows.length, lastPath: rows.length ? (rows[rows.length - 1].path as string) : undefined, body: `${body}]}` }
   }
 
   private read(sql: string): PreparedRead {
