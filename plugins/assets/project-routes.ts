@@ -8,7 +8,7 @@ import { AddAssetsInput, ChangedSinceInput, CountInput, InjectInput, ListAssetsI
 import { cleanRelative } from './service.js'
 import { inFolder } from './files.js'
 import { MAX_NAME_BYTES } from './upload-names.js'
-import { assetJsonOfRow, serializeAsset } from './asset-json.js'
+import { serializeAsset } from './asset-json.js'
 import { assetListing } from './listing.js'
 
 export const MAX_UPLOAD_BYTES = 50 * 1024 ** 3
@@ -35,23 +35,28 @@ export function registerProjectAssetRoutes(api: RegisterApi) {
     const project = await projects().readableSummary(ctx.requireUser(), ctx.params.id)
     const { page, per_page = 100, type, online, after, total: wantTotal } = ctx.input
     if (after !== undefined && page !== undefined) throw invalidParam('page', 'cannot be combined with after')
-    const { total, rows: found } = await assetListing(knex()).page({
-      projectId: project.id,
-      folder: ctx.input.folder ? cleanRelative(ctx.input.folder, 'folder') : '',
-      recursive: Boolean(ctx.input.recursive),
-      type: type || undefined,
-      online,
-      perPage: per_page,
-      after: after === undefined ? undefined : cleanRelative(after, 'after'),
-      page,
-      // a walk by keyset learnt the total from its first page: counting 500,000 matches again on
-      // every deep page cost more than the page (README: X-Total-Count)
-      count: wantTotal ?? after === undefined,
-    })
     const owner = { id: project.id, name: project.name }
+    const { total, found, lastPath, body } = await assetListing(knex()).page(
+      {
+        projectId: project.id,
+        folder: ctx.input.folder ? cleanRelative(ctx.input.folder, 'folder') : '',
+        recursive: Boolean(ctx.input.recursive),
+        type: type || undefined,
+        online,
+        perPage: per_page,
+        after: after === undefined ? undefined : cleanRelative(after, 'after'),
+        page,
+        // a walk by keyset learnt the total from its first page: counting 500,000 matches again on
+        // every deep page cost more than the page (README: X-Total-Count)
+        count: wantTotal ?? after === undefined,
+      },
+      owner,
+    )
     if (total !== undefined) ctx.set('X-Total-Count', String(total))
-    if (found.length === per_page) ctx.set('X-Next-After', encodeURIComponent(found[found.length - 1].path))
-    return { assets: found.map((r: Record<string, unknown>) => assetJsonOfRow(r, owner)) }
+    if (found === per_page && lastPath !== undefined) ctx.set('X-Next-After', encodeURIComponent(lastPath))
+    // the JSON text of `{ assets: [assetJsonOfRow(…), …] }`, as Koa would have stringified it (listing.ts)
+    ctx.type = 'application/json'
+    ctx.body = body
   })
 
   routes.get('/projects/:id/count_assets', { access: 'authenticated', params: IdParams, input: CountInput, summary: 'number of assets inside a folder' }, async (ctx) => {
