@@ -11,7 +11,11 @@ export type AssetView = Pick<
 export const ASSET_COLUMNS = ['id', 'project_id', 'uuid', 'name', 'type', 'path', 'folder', 'size', 'duration', 'online', 'metadata', 'analysis_state', 'analysis_error', 'proxy_state', 'proxy_error', 'proxy_version', 'proxies', 'description', 'crc32', 'sha256', 'mtime', 'created_at', 'updated_at']
 
 // drivers differ: SQLite gives JSON as text, booleans as 0/1 and dates as numbers; PostgreSQL gives bigints as strings
-const json = (v: unknown) => (typeof v === 'string' ? JSON.parse(v) : (v ?? {}))
+/** a JSON object column (text on SQLite, parsed on PostgreSQL); anything but an object reads as {} (a stored `null` made listings fail) */
+const json = (v: unknown): Record<string, any> => {
+  const parsed = typeof v === 'string' ? JSON.parse(v) : v
+  return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? parsed : {}
+}
 const date = (v: unknown) => (v === null || v === undefined ? null : v instanceof Date ? v : new Date(typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : (v as string | number)))
 const number = (v: unknown) => (v === null || v === undefined ? null : Number(v))
 
