@@ -18,6 +18,20 @@ export const directJson = { enabled: true, written: 0 }
 
 type Answerable = Koa.Context & { [JSON_ANSWER]?: object }
 
+/** JSON already written as text (a page PostgreSQL spelled): a handler returns `jsonText(text)`, answered as `application/json` */
+export class JsonText {
+  constructor(readonly text: string) {}
+}
+export const jsonText = (text: string): JsonText => new JsonText(text)
+
+/** what Koa's way gets as `ctx.body`: the text of a JsonText (typed JSON), any other value as it is */
+function koaBody(ctx: Koa.Context, value: unknown): void {
+  if (value instanceof JsonText) {
+    ctx.type = 'application/json'
+    ctx.body = value.text
+  } else ctx.body = value
+}
+
 /** an object Koa would answer as JSON: a plain object or an array (not a buffer, stream, blob, Response...) */
 const isPlainJson = (value: unknown): value is object => {
   if (value === null || typeof value !== 'object') return false
@@ -28,8 +42,8 @@ const isPlainJson = (value: unknown): value is object => {
 /** the handler's answer: kept aside for `respondJson` when it is plain JSON, else Koa's `ctx.body` */
 export function setAnswer(ctx: Koa.Context, value: unknown): void {
   const c = ctx as Answerable
-  if (!directJson.enabled || !isPlainJson(value) || ctx.body !== undefined) {
-    ctx.body = value
+  if (!directJson.enabled || !(value instanceof JsonText || isPlainJson(value)) || ctx.body !== undefined) {
+    koaBody(ctx, value)
     return
   }
   c[JSON_ANSWER] = value
@@ -68,13 +82,13 @@ export function respondJson(ctx: Koa.Context): void {
     !res.hasHeader('transfer-encoding')
   ) {
     try {
-      json = JSON.stringify(value)
+      json = value instanceof JsonText ? value.text : JSON.stringify(value)
     } catch {
       // a value JSON cannot hold (a cycle, a BigInt): Koa's respond fails on it as it always did
     }
   }
   if (json === undefined) {
-    ctx.body = value
+    koaBody(ctx, value)
     return
   }
   ctx.respond = false

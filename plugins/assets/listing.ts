@@ -134,15 +134,24 @@ export class AssetListing {
   }
 }
 
+/** a rewrite of statement texts, remembered: a listing has a handful of shapes, and a regular expression per request cost more than the lookup */
+const memo = (rewrite: (sql: string) => string) => {
+  const done = new Map<string, string>()
+  return (sql: string) => {
+    let out = done.get(sql)
+    if (out === undefined) done.set(sql, (out = rewrite(sql)))
+    return out
+  }
+}
 /** the statements above mark each parameter with its type (`?int`): a plain `?` */
-const plain = (sql: string) => sql.replace(/\?(int|bigint|text|bool)\b/g, '?')
+const plain = memo((sql) => sql.replace(/\?(int|bigint|text|bool)\b/g, '?'))
 /**
  * each parameter as an InitPlan (`(select ?::int)`): the planner sees no value, so its custom plans
  * cost what the generic plan costs and PostgreSQL keeps the generic one. Otherwise a statement whose
  * custom plan was cheaper (an empty folder: 1 row estimated, the generic plan 100) was planned again
  * on every run, and planning the page's JSON expression took ~0.4 ms, more than running it
  */
-const hidden = (sql: string) => sql.replace(/\?(int|bigint|text|bool)\b/g, '(select ?::$1)')
+const hidden = memo((sql) => sql.replace(/\?(int|bigint|text|bool)\b/g, '(select ?::$1)'))
 
 const listings = new WeakMap<object, AssetListing>()
 

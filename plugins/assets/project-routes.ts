@@ -1,4 +1,4 @@
-import { IdParams, NoInput, acceptedJob, coreServices, faultOf, invalidParam, uploadName, idempotent, type RegisterApi, type RouteContext } from '../../core/index.js'
+import { IdParams, NoInput, acceptedJob, jsonText, coreServices, faultOf, invalidParam, uploadName, idempotent, type RegisterApi, type RouteContext } from '../../core/index.js'
 import { assetIngested } from './events.js'
 import { publishQuotaCrossings } from './quota-events.js'
 import { projectServices } from '../projects/index.js'
@@ -54,9 +54,8 @@ export function registerProjectAssetRoutes(api: RegisterApi) {
     )
     if (total !== undefined) ctx.set('X-Total-Count', String(total))
     if (found === per_page && lastPath !== undefined) ctx.set('X-Next-After', encodeURIComponent(lastPath))
-    // the JSON text of `{ assets: [assetJsonOfRow(…), …] }`, as Koa would have stringified it (listing.ts)
-    ctx.type = 'application/json'
-    ctx.body = body
+    // the JSON text of `{ assets: [assetJsonOfRow(…), …] }`, as it would have been stringified (listing.ts)
+    return jsonText(body)
   })
 
   routes.get('/projects/:id/count_assets', { access: 'authenticated', params: IdParams, input: CountInput, summary: 'number of assets inside a folder' }, async (ctx) => {

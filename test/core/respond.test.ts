@@ -5,7 +5,7 @@ import { definePlugin } from '../../core/plugin/contract.js'
 import type { MamContext } from '../../core/http/context.js'
 import { created } from '../../core/http/responses.js'
 import { MamError } from '../../core/errors.js'
-import { directJson } from '../../core/http/respond.js'
+import { directJson, jsonText } from '../../core/http/respond.js'
 import { onEachDatabase } from '../../core/testing/index.js'
 
 /**
@@ -31,6 +31,7 @@ const respondPlugin = definePlugin({
       ctx.set('Location', '/api/v1/respond/things/7')
       return created(ctx, { thing: { id: 7, name: ctx.input.name } })
     })
+    routes.get('/respond/text', { access: 'authenticated' }, () => jsonText('{"spelled":["by the database","Äpfel"]}'))
     routes.get('/respond/vendor', { access: 'authenticated' }, (ctx: MamContext) => {
       ctx.type = 'application/vnd.mamkit+json'
       return { vendor: true }
@@ -79,6 +80,8 @@ onEachDatabase(
       'JSON GET, .json suffix, keep-alive': [`GET /api/v1/respond/json.json HTTP/1.1\r\nHost: x\r\n${auth}`, true],
       'an array, anonymous': [`GET /api/v1/respond/array HTTP/1.1\r\nHost: x\r\n`, true],
       'an answer after a wait': [`GET /api/v1/respond/async HTTP/1.1\r\nHost: x\r\n${auth}`, true],
+      'JSON text (jsonText)': [`GET /api/v1/respond/text HTTP/1.1\r\nHost: x\r\n${auth}`, true],
+      'HEAD of JSON text': [`HEAD /api/v1/respond/text HTTP/1.1\r\nHost: x\r\n${auth}`, false],
       'HTTP/1.0': [`GET /api/v1/respond/json HTTP/1.0\r\nHost: x\r\n${auth}`, true],
       'a core route (GET /session)': [`GET /api/v1/session HTTP/1.1\r\nHost: x\r\n${auth}`, true],
       '201 with Location': [`POST /api/v1/respond/things HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/x-www-form-urlencoded\r\nContent-Length: ${form.length}\r\n`, true],
@@ -110,6 +113,9 @@ onEachDatabase(
     t.equal(Number(reply.headers.get('content-length')), reply.buffer.length, 'Content-Length counts bytes, not characters')
     t.equal(reply.body.thing.name, 'Äpfel ✓ «ü»')
     t.equal(reply.headers.get('etag'), '"v1"')
+    const text = await s.request('GET', '/respond/text', { token: s.admin.token })
+    t.equal(text.headers.get('content-type'), 'application/json; charset=utf-8')
+    t.same(text.body, { spelled: ['by the database', 'Äpfel'] }, 'JSON text answers as JSON')
     // keep-alive: several direct answers on one connection
     const agentReplies = await Promise.all([1, 2, 3].map(() => s.request('GET', '/respond/array')))
     t.same(
