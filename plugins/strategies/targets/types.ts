@@ -59,7 +59,12 @@ export interface PutBatch {
   /** like Target.put; `sums` may be null where the target does not need them first (returns what was written) */
   put(key: string, source: Readable, sums: Sums | null, signal?: AbortSignal): Promise<Sums>
   /** like put, from an open file (disk targets): `copy` writes its bytes to the object's temporary file and hashes them */
-  putFile?(key: string, from: FileHandle, size: number, copy: CopyFds, signal?: AbortSignal): Promise<Sums>
+  /**
+   * `readBack` (a fingerprint check of a small file): the object's temporary is read back through
+   * its own descriptor right after it was written (size and SHA-256, see CopyFds) and handed back
+   * as `back`; the caller then only checks the committed object's size, not reopening it
+   */
+  putFile?(key: string, from: FileHandle, size: number, copy: CopyFds, signal?: AbortSignal, readBack?: CopyFds): Promise<Sums & { back?: Sums }>
   /**
    * Like putFile, but the bytes are copied by the kernel (copyKernel: copy_file_range, no hash, no
    * user-space buffer): for a file whose checksums are known already. `readBack` (a checksum or
