@@ -179,8 +179,29 @@ export function readAll(handle: FileHandle, sizeHint?: number): Readable {
   )
 }
 
-/** CopyFds in the caller's thread (async positional reads and writes): small files, and tools without a Copier */
-export const copyInThread: CopyFds = (from, to, size, signal, readBack) => (to ? writeHashed(to, readAll(from, size), signal) : sumsOf(readAll(from, size), readBack))
+/**
+ * CopyFds in the caller's thread (async positional reads and writes): small files, and tools
+ * without a Copier. A file that fits one read (as big as readAll's first, which ends on a short
+ * read) is read, hashed and written in a plain loop, without readAll's stream and async iterator
+ * (their cost per 4 KiB file was several times the hash's); a file longer than that read (grown
+ * meanwhile, or large) goes through readAll from offset 0.
+ */
+export const copyInThread: CopyFds = async (from, to, size, signal, readBack) => {
+  if (size < READ_SIZE) {
+    const buf = Buffer.allocUnsafe(Math.max(16_384, size + 1))
+    const { bytesRead } = await from.read(buf, 0, buf.length, 0)
+    if (bytesRead < buf.length) {
+      signal?.throwIfAborted()
+      const chunk = buf.subarray(0, bytesRead)
+      // as below: a read-back (nothing written) needs size and SHA-256 alone
+      const hashing = new Hashing({ crc32: !(readBack && !to) })
+      hashing.update(chunk)
+      if (to) for (let off = 0; off < bytesRead; ) off += (await to.write(chunk, off, bytesRead - off, off)).bytesWritten
+      return hashing.sums()
+    }
+  }
+  return to ? writeHashed(to, readAll(from, size), signal) : sumsOf(readAll(from, size), readBack)
+}
 
 /**
  * Copies in the kernel (copy_file_range, through libuv's copyfile) work on Linux with /proc: a
