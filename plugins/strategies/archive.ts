@@ -28,7 +28,7 @@ const RESTORE_PREFIX = '.mamkit-restore-'
  * PostgreSQL the parameters' types), with `fixed` values alike for every row, only where `where`
  * still holds. Answers the ids updated.
  */
-async function updateRows(trx: Knex, table: string, rows: Array<{ id: number; values: Record<string, unknown> }>, types: Record<string, 'bigint' | 'text'>, fixed: Record<string, unknown>, where: Record<string, unknown>): Promise<number[]> {
+async function updateRows(trx: Knex, table: string, rows: Array<{ id: number; values: Record<string, unknown> }>, types: Record<string, 'bigint' | 'text' | 'timestamptz'>, fixed: Record<string, unknown>, where: Record<string, unknown>): Promise<number[]> {
   const done: number[] = []
   for (let i = 0; i < rows.length; i += 200) {
     const part = rows.slice(i, i + 200)
@@ -545,14 +545,17 @@ export class ArchiveService {
         let bytes = 0
         const byId = new Map(back.map((b) => [Number(b.f.id), b]))
         const ids = [...byId.keys()]
+        const assets: Array<{ id: number; values: Record<string, unknown> }> = []
         for (let i = 0; i < ids.length; i += 500) {
           const updated: Array<{ id: number | string } | number | string> = await trx('archive_files').whereIn('id', ids.slice(i, i + 500)).where({ state: 'released' }).update({ state: 'restored', error: null, updated_at: now }).returning('id')
           for (const u of updated) {
             const { f, mtimeMs } = byId.get(Number(typeof u === 'object' ? u.id : u))!
-            if (f.asset_id !== null) await trx('assets').where({ id: f.asset_id }).update({ online: true, mtime: new Date(Math.floor(mtimeMs)), updated_at: now })
+            if (f.asset_id !== null) assets.push({ id: Number(f.asset_id), values: { mtime: new Date(Math.floor(mtimeMs)) } })
             bytes += Number(f.size)
           }
         }
+        // the assets online again with their files' new modification times: one statement for the page
+        await updateRows(trx, 'assets', assets, { mtime: 'timestamptz' }, { online: true, updated_at: now }, {})
         if (!bytes) return
         await trx('projects').where({ id: s.project_id }).update({ size: trx.raw('size + ?', [bytes]), updated_at: now })
         await trx('archive_states').where({ id: s.id }).update({ bytes_released: trx.raw('case when bytes_released > ? then bytes_released - ? else 0 end', [bytes, bytes]) })
