@@ -313,9 +313,15 @@ try {
     const q = await project(s, 'Small', small)
     const cpMs = timeCp(q.root, path.join(targets, 'cp-small'))
     const stages = new Map<string, number>()
+    const c0 = ownCpuMs()
     const smallMs = await timeArchive(s, q.id, disk, 'archive', stages)
+    const archiveCpu = ownCpuMs() - c0
+    const r0 = ownCpuMs()
     const smallBack = await timeArchive(s, q.id, disk, 'unarchive')
-    console.log(`disk, ${SMALL} files of 4 KiB: cp -r + sync ${perSecond(SMALL, cpMs)}; archive ${perSecond(SMALL, smallMs)} = ${ratio(cpMs, smallMs)} (${timeline(stages)}); restore ${perSecond(SMALL, smallBack)} = ${ratio(cpMs, smallBack)}; load average ${load()}`)
+    const restoreCpu = ownCpuMs() - r0
+    // CPU per file: the process's (server, its threads, the bench's 20 ms polling) while each ran
+    const perFile = (ms: number) => `${((ms * 1000) / SMALL).toFixed(0)} µs CPU/file`
+    console.log(`disk, ${SMALL} files of 4 KiB: cp -r + sync ${perSecond(SMALL, cpMs)}; archive ${perSecond(SMALL, smallMs)} = ${ratio(cpMs, smallMs)}, ${perFile(archiveCpu)} (${timeline(stages)}); restore ${perSecond(SMALL, smallBack)} = ${ratio(cpMs, smallBack)}, ${perFile(restoreCpu)}; load average ${load()}`)
   }
 
   if (ONLY.has('tier')) {

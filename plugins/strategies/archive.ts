@@ -22,6 +22,28 @@ export type Direction = 'archive' | 'unarchive' | 'move'
 const BATCH = 64
 const RESTORE_PREFIX = '.mamkit-restore-'
 
+/**
+ * A page's row updates in one statement instead of one per row: `set col = case id when ? then
+ * cast(? as type) … end where id in (…)` (plain SQL on SQLite and PostgreSQL; the casts give
+ * PostgreSQL the parameters' types), with `fixed` values alike for every row, only where `where`
+ * still holds. Answers the ids updated.
+ */
+async function updateRows(trx: Knex, table: string, rows: Array<{ id: number; values: Record<string, unknown> }>, types: Record<string, 'bigint' | 'text' | 'timestamptz'>, fixed: Record<string, unknown>, where: Record<string, unknown>): Promise<number[]> {
+  const done: number[] = []
+  for (let i = 0; i < rows.length; i += 200) {
+    const part = rows.slice(i, i + 200)
+    const set: Record<string, unknown> = { ...fixed }
+    for (const [column, type] of Object.entries(types)) {
+      const bindings: Knex.RawBinding[] = []
+      for (const r of part) bindings.push(r.id, (r.values[column] ?? null) as Knex.RawBinding)
+      set[column] = trx.raw(`case id ${part.map(() => `when ? then cast(? as ${type})`).join(' ')} end`, bindings)
+    }
+    const updated: Array<{ id: number | string } | number | string> = await trx(table).whereIn('id', part.map((r) => r.id)).where(where).update(set).returning('id')
+    for (const u of updated) done.push(Number(typeof u === 'object' ? u.id : u))
+  }
+  return done
+}
+
 
 export interface StateRow {
   id: number
@@ -362,11 +384,10 @@ export class ArchiveService {
         )
         const now = new Date()
         await this.knex.transaction(async (trx) => {
-          for (const o of outcomes) {
-            if (o.error) await trx('archive_files').where({ id: o.item.id }).update({ state: 'failed', error: o.error.message, updated_at: now })
-            // what was copied: the release later requires the original to still have this size and time
-            else await trx('archive_files').where({ id: o.item.id, state: 'pending' }).update({ state: 'verified', size: o.sums.size, mtime_ms: o.mtimeMs, sha256: o.sums.sha256, crc32: o.sums.crc32, error: null, updated_at: now })
-          }
+          for (const o of outcomes) if (o.error) await trx('archive_files').where({ id: o.item.id }).update({ state: 'failed', error: o.error.message, updated_at: now })
+          // what was copied: the release later requires the original to still have this size and time (one statement for the page)
+          const verified = outcomes.flatMap((o) => (o.error ? [] : [{ id: Number(o.item.id), values: { size: o.sums.size, mtime_ms: o.mtimeMs, sha256: o.sums.sha256, crc32: o.sums.crc32 } }]))
+          await updateRows(trx, 'archive_files', verified, { size: 'bigint', mtime_ms: 'bigint', sha256: 'text', crc32: 'text' }, { state: 'verified', error: null, updated_at: now }, { state: 'pending' })
         })
         await this.counts(s, ctx, 0.9)
       }
@@ -430,12 +451,16 @@ export class ArchiveService {
         for (const f of kept) await trx('archive_files').where({ id: f.id }).update({ state: 'failed', error: `${f.path} changed after it was copied; it stays online`, updated_at: now })
         let bytes = 0
         const assets: number[] = []
-        for (const f of gone) {
-          const n = await trx('archive_files').where({ id: f.id, state: 'verified' }).update({ state: 'released', updated_at: now })
-          if (!n) continue
-          bytes += Number(f.size)
-          if (f.asset_id !== null) assets.push(Number(f.asset_id))
-          released++
+        const byId = new Map(gone.map((f) => [Number(f.id), f]))
+        const ids = [...byId.keys()]
+        for (let i = 0; i < ids.length; i += 500) {
+          const updated: Array<{ id: number | string } | number | string> = await trx('archive_files').whereIn('id', ids.slice(i, i + 500)).where({ state: 'verified' }).update({ state: 'released', updated_at: now }).returning('id')
+          for (const u of updated) {
+            const f = byId.get(Number(typeof u === 'object' ? u.id : u))!
+            bytes += Number(f.size)
+            if (f.asset_id !== null) assets.push(Number(f.asset_id))
+            released++
+          }
         }
         for (let i = 0; i < assets.length; i += 500) await trx('assets').whereIn('id', assets.slice(i, i + 500)).update({ online: false, updated_at: now })
         if (!bytes) return
@@ -481,10 +506,11 @@ export class ArchiveService {
       const staged: Array<{ f: any; temp: string; file: string; handle: FileHandle }> = []
       const errors = new Map<number, string>()
       const back: Array<{ f: any; mtimeMs: number }> = []
+      const made = new Set<string>()
       try {
         await eachLimit(page, PARALLEL, async (f: any) => {
           try {
-            staged.push({ f, ...(await retryTransient(() => this.fetchRestore(s, target, root, f, ctx.signal), { signal: ctx.signal, onRetry: (err) => ctx.log.warn({ err }, `restore of ${f.path}: the target failed for now; retrying`) })) })
+            staged.push({ f, ...(await retryTransient(() => this.fetchRestore(s, target, root, f, ctx.signal, made), { signal: ctx.signal, onRetry: (err) => ctx.log.warn({ err }, `restore of ${f.path}: the target failed for now; retrying`) })) })
           } catch (err) {
             if (ctx.signal.aborted) throw err
             errors.set(Number(f.id), (err as Error).message)
@@ -509,19 +535,27 @@ export class ArchiveService {
       } finally {
         for (const { temp, handle } of staged) {
           await handle.close().catch(() => {})
-          await rm(temp, { force: true })
+          // the temporary's name (linked, or failed): one unlink (rm's lstat first is a second call per file)
+          await unlink(temp).catch((err) => (err.code === 'ENOENT' ? undefined : rm(temp, { force: true })))
         }
       }
       const now = new Date()
       await this.knex.transaction(async (trx) => {
         for (const [id, error] of errors) await trx('archive_files').where({ id }).update({ error, updated_at: now })
         let bytes = 0
-        for (const { f, mtimeMs } of back) {
-          const n = await trx('archive_files').where({ id: f.id, state: 'released' }).update({ state: 'restored', error: null, updated_at: now })
-          if (!n) continue
-          if (f.asset_id !== null) await trx('assets').where({ id: f.asset_id }).update({ online: true, mtime: new Date(Math.floor(mtimeMs)), updated_at: now })
-          bytes += Number(f.size)
+        const byId = new Map(back.map((b) => [Number(b.f.id), b]))
+        const ids = [...byId.keys()]
+        const assets: Array<{ id: number; values: Record<string, unknown> }> = []
+        for (let i = 0; i < ids.length; i += 500) {
+          const updated: Array<{ id: number | string } | number | string> = await trx('archive_files').whereIn('id', ids.slice(i, i + 500)).where({ state: 'released' }).update({ state: 'restored', error: null, updated_at: now }).returning('id')
+          for (const u of updated) {
+            const { f, mtimeMs } = byId.get(Number(typeof u === 'object' ? u.id : u))!
+            if (f.asset_id !== null) assets.push({ id: Number(f.asset_id), values: { mtime: new Date(Math.floor(mtimeMs)) } })
+            bytes += Number(f.size)
+          }
         }
+        // the assets online again with their files' new modification times: one statement for the page
+        await updateRows(trx, 'assets', assets, { mtime: 'timestamptz' }, { online: true, updated_at: now }, {})
         if (!bytes) return
         await trx('projects').where({ id: s.project_id }).update({ size: trx.raw('size + ?', [bytes]), updated_at: now })
         await trx('archive_states').where({ id: s.id }).update({ bytes_released: trx.raw('case when bytes_released > ? then bytes_released - ? else 0 end', [bytes, bytes]) })
@@ -535,10 +569,14 @@ export class ArchiveService {
   }
 
   /** the archived copy of one file into a temporary beside its place (left open for the page's fsync), hashed on the way and checked */
-  private async fetchRestore(s: StateRow, target: Target, root: string, f: any, signal: AbortSignal): Promise<{ temp: string; file: string; handle: FileHandle }> {
+  private async fetchRestore(s: StateRow, target: Target, root: string, f: any, signal: AbortSignal, made = new Set<string>()): Promise<{ temp: string; file: string; handle: FileHandle }> {
     const file = path.join(root, ...relativeSegments(f.path, 'path'))
     const dir = path.dirname(file)
-    await mkdir(dir, { recursive: true })
+    // a page's files mostly share a few folders: each made once per page (`made`)
+    if (!made.has(dir)) {
+      await mkdir(dir, { recursive: true })
+      made.add(dir)
+    }
     const want: Sums = { size: Number(f.size), sha256: f.sha256, crc32: f.crc32 }
     const temp = path.join(dir, `${RESTORE_PREFIX}${randomBytes(6).toString('hex')}`)
     const key = objectKey(s.archive_key, f.path)

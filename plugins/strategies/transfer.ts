@@ -228,13 +228,21 @@ async function copyOne<T>(target: Target, batch: ReturnType<Target['batch']>, fi
       return { sums: known, size, mtimeMs, stats: after, reused: false, readBack: proves }
     }
     // a disk target takes the file by descriptor (one pass in a worker); S3 streams it through its upload
-    const got = batch.putFile ? await batch.putFile(file.key, opened.handle, size, copy, options.signal) : await batch.put(file.key, readAll(opened.handle, size), sums, options.signal)
+    // a fingerprint check of a small file on disk: the temporary is read back through its own
+    // descriptor right after it was written (SHA-256 of the bytes in it), instead of the object
+    // being opened again after the commit; the commit's object then has its size checked (verify)
+    const backNow = options.check === 'fingerprint' && size < COMPARE_FROM && !!batch.putFile
+    const { back, ...got }: Sums & { back?: Sums } = batch.putFile ? await batch.putFile(file.key, opened.handle, size, copy, options.signal, backNow ? copy : undefined) : await batch.put(file.key, readAll(opened.handle, size), sums, options.signal)
     const after = await opened.handle.stat()
     if (changed(before, after) || got.size !== size || (sums && !sameSums(got, sums))) {
       await batch.drop(file.key)
       throw new FileError(`${file.path} changed while it was copied; it is copied again on the next run`)
     }
-    return { sums: got, size, mtimeMs, stats: after, reused: false, readBack: false }
+    if (backNow && (!back || !sameContent(back, got))) {
+      await batch.drop(file.key)
+      throw new FileError(`the copy of ${file.key} read back hashes to ${back?.sha256} (${back?.size} bytes), the original to ${got.sha256} (${got.size} bytes); it is copied again on the next run`)
+    }
+    return { sums: got, size, mtimeMs, stats: after, reused: false, readBack: backNow }
   } finally {
     await opened.close()
   }

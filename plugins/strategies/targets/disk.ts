@@ -86,15 +86,20 @@ export class DiskTarget implements Target {
       }
       return { file, temp: path.join(dir, `${PART}${randomBytes(6).toString('hex')}`) }
     }
-    /** writes one object to a temporary name beside its place, kept open for the commit's fsync */
-    const stage = async (key: string, write: (handle: FileHandle) => Promise<Sums>, syncNow = false): Promise<Sums> => {
+    /**
+     * writes one object to a temporary name beside its place, kept open for the commit's fsync;
+     * `readBack` (putFile's): the temporary, opened read-write, is read back through the same
+     * descriptor right after it was written (no second open and close of the object later)
+     */
+    const stage = async (key: string, write: (handle: FileHandle) => Promise<Sums>, syncNow = false, readBack?: (handle: FileHandle) => Promise<Sums>): Promise<Sums & { back?: Sums }> => {
       let handle: FileHandle | undefined
       let temp: string | undefined
       try {
         const names = await tempOf(key)
         temp = names.temp
-        handle = await open(temp, 'wx')
-        const sums = await write(handle)
+        handle = await open(temp, readBack ? 'wx+' : 'wx')
+        const sums: Sums & { back?: Sums } = await write(handle)
+        if (readBack) sums.back = await readBack(handle)
         if (staged.has(key)) await remove(key)
         // a large file's flush starts at once (the commit waits for it): the device writes while the next files are hashed
         const synced = syncNow ? handle.sync().then(() => null, (err: unknown) => err) : undefined
@@ -138,7 +143,8 @@ export class DiskTarget implements Target {
           source.destroy()
           throw err
         }),
-      putFile: (key, from, size, copy, signal) => stage(key, (handle) => copy(from, handle, size, signal), size >= EARLY_SYNC_FROM),
+      putFile: (key, from, size, copy, signal, readBack) =>
+        stage(key, (handle) => copy(from, handle, size, signal), size >= EARLY_SYNC_FROM, readBack && ((handle) => readBack(handle, null, size, signal, true))),
       ...(KERNEL_COPY ? { putCopy: stageCopy } : {}),
       drop: remove,
       commit: async () => {

@@ -59,7 +59,12 @@ export interface PutBatch {
   /** like Target.put; `sums` may be null where the target does not need them first (returns what was written) */
   put(key: string, source: Readable, sums: Sums | null, signal?: AbortSignal): Promise<Sums>
   /** like put, from an open file (disk targets): `copy` writes its bytes to the object's temporary file and hashes them */
-  putFile?(key: string, from: FileHandle, size: number, copy: CopyFds, signal?: AbortSignal): Promise<Sums>
+  /**
+   * `readBack` (a fingerprint check of a small file): the object's temporary is read back through
+   * its own descriptor right after it was written (size and SHA-256, see CopyFds) and handed back
+   * as `back`; the caller then only checks the committed object's size, not reopening it
+   */
+  putFile?(key: string, from: FileHandle, size: number, copy: CopyFds, signal?: AbortSignal, readBack?: CopyFds): Promise<Sums & { back?: Sums }>
   /**
    * Like putFile, but the bytes are copied by the kernel (copyKernel: copy_file_range, no hash, no
    * user-space buffer): for a file whose checksums are known already. `readBack` (a checksum or
@@ -174,8 +179,29 @@ export function readAll(handle: FileHandle, sizeHint?: number): Readable {
   )
 }
 
-/** CopyFds in the caller's thread (async positional reads and writes): small files, and tools without a Copier */
-export const copyInThread: CopyFds = (from, to, size, signal, readBack) => (to ? writeHashed(to, readAll(from, size), signal) : sumsOf(readAll(from, size), readBack))
+/**
+ * CopyFds in the caller's thread (async positional reads and writes): small files, and tools
+ * without a Copier. A file that fits one read (as big as readAll's first, which ends on a short
+ * read) is read, hashed and written in a plain loop, without readAll's stream and async iterator
+ * (their cost per 4 KiB file was several times the hash's); a file longer than that read (grown
+ * meanwhile, or large) goes through readAll from offset 0.
+ */
+export const copyInThread: CopyFds = async (from, to, size, signal, readBack) => {
+  if (size < READ_SIZE) {
+    const buf = Buffer.allocUnsafe(Math.max(16_384, size + 1))
+    const { bytesRead } = await from.read(buf, 0, buf.length, 0)
+    if (bytesRead < buf.length) {
+      signal?.throwIfAborted()
+      const chunk = buf.subarray(0, bytesRead)
+      // as below: a read-back (nothing written) needs size and SHA-256 alone
+      const hashing = new Hashing({ crc32: !(readBack && !to) })
+      hashing.update(chunk)
+      if (to) for (let off = 0; off < bytesRead; ) off += (await to.write(chunk, off, bytesRead - off, off)).bytesWritten
+      return hashing.sums()
+    }
+  }
+  return to ? writeHashed(to, readAll(from, size), signal) : sumsOf(readAll(from, size), readBack)
+}
 
 /**
  * Copies in the kernel (copy_file_range, through libuv's copyfile) work on Linux with /proc: a
