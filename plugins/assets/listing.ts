@@ -66,7 +66,7 @@ export class AssetListing {
     // the page's statement after its `from assets`: the plain rows' and the JSON's
     let page = ` where ${where}`
     const pageArgs = [...args]
-    const count = async () => Number((await this.read(plain(`select count(*) as total from assets where ${where}`))(args))[0].total)
+    const count = async () => Number((await this.statement(`count ${where}`, () => plain(`select count(*) as total from assets where ${where}`))(args))[0].total)
     const [literalLimit, limitArgs] = limitSql(q.perPage)
     const limit = literalLimit.replace('?', '?bigint')
     let offset = 0
@@ -98,7 +98,7 @@ export class AssetListing {
   }
 
   private async rowPage(tail: string, args: unknown[], owner: { id: number; name: string }) {
-    const rows = await this.read(plain(`select ${ASSET_COLUMNS.join(', ')} from assets${tail}`))(args)
+    const rows = await this.statement(`rows ${tail}`, () => plain(`select ${ASSET_COLUMNS.join(', ')} from assets${tail}`))(args)
     return { found: rows.length, lastPath: rows.length ? (rows[rows.length - 1].path as string) : undefined, body: JSON.stringify({ assets: rows.map((r) => assetJsonOfRow(r, owner)) }) }
   }
 
@@ -108,16 +108,18 @@ export class AssetListing {
    * an empty page tells none, nor does a page read again as plain rows)
    */
   private async jsonPage(tail: string, args: unknown[], owner: { id: number; name: string }, counted?: { where: string; args: unknown[] }): Promise<{ total?: number; found: number; lastPath?: string; body: string }> {
-    const { json, ok, from } = assetJsonSql('a', '?::text')
-    const total = counted ? `, (select count(*) from assets where ${hidden(counted.where)}) as total` : ''
-    // A keyset page joins the lateral item beside `assets`: the join keeps the index's order and the
-    // LIMIT stops it after the page. Rows an OFFSET skips would be written too (a deep page: thousands),
-    // so that page is read first and its rows written and put in order (a sort of the page's rows)
-    const select = `select ${json} as j, a.path, ${ok} as ok${total}`
-    const sql = tail.includes(' offset ')
-      ? `${select} from (select ${ASSET_COLUMNS.join(', ')} from assets${hidden(tail)}) a ${from} order by a.folder, a.name`
-      : `${select} from assets a ${from}${hidden(tail)}`
-    const rows = await this.read(sql)(counted ? [owner.name, ...counted.args, ...args] : [owner.name, ...args])
+    const read = this.statement(`json ${tail} count ${counted?.where ?? ''}`, () => {
+      const { json, ok, from } = assetJsonSql('a', '?::text')
+      const total = counted ? `, (select count(*) from assets where ${hidden(counted.where)}) as total` : ''
+      // A keyset page joins the lateral item beside `assets`: the join keeps the index's order and the
+      // LIMIT stops it after the page. Rows an OFFSET skips would be written too (a deep page: thousands),
+      // so that page is read first and its rows written and put in order (a sort of the page's rows)
+      const select = `select ${json} as j, a.path, ${ok} as ok${total}`
+      return tail.includes(' offset ')
+        ? `${select} from (select ${ASSET_COLUMNS.join(', ')} from assets${hidden(tail)}) a ${from} order by a.folder, a.name`
+        : `${select} from assets a ${from}${hidden(tail)}`
+    })
+    const rows = await read(counted ? [owner.name, ...counted.args, ...args] : [owner.name, ...args])
     let body = '{"assets":['
     for (let i = 0; i < rows.length; i++) {
       const r = rows[i]
@@ -127,31 +129,27 @@ export class AssetListing {
     return { total: counted && rows.length ? Number(rows[0].total) : undefined, found: rows.length, lastPath: rows.length ? (rows[rows.length - 1].path as string) : undefined, body: `${body}]}` }
   }
 
-  private read(sql: string): PreparedRead {
-    let read = this.statements.get(sql)
-    if (!read) this.statements.set(sql, (read = preparedRead(this.knex, sql)))
+  /**
+   * the prepared statement of a page's shape (`key`: its kind and typed tail; the values are bound),
+   * its text built once: a listing has a handful of shapes, and building the text (the JSON
+   * expression is ~3 KB) cost more per request than the lookup
+   */
+  private statement(key: string, text: () => string): PreparedRead {
+    let read = this.statements.get(key)
+    if (!read) this.statements.set(key, (read = preparedRead(this.knex, text())))
     return read
   }
 }
 
-/** a rewrite of statement texts, remembered: a listing has a handful of shapes, and a regular expression per request cost more than the lookup */
-const memo = (rewrite: (sql: string) => string) => {
-  const done = new Map<string, string>()
-  return (sql: string) => {
-    let out = done.get(sql)
-    if (out === undefined) done.set(sql, (out = rewrite(sql)))
-    return out
-  }
-}
 /** the statements above mark each parameter with its type (`?int`): a plain `?` */
-const plain = memo((sql) => sql.replace(/\?(int|bigint|text|bool)\b/g, '?'))
+const plain = (sql: string) => sql.replace(/\?(int|bigint|text|bool)\b/g, '?')
 /**
  * each parameter as an InitPlan (`(select ?::int)`): the planner sees no value, so its custom plans
  * cost what the generic plan costs and PostgreSQL keeps the generic one. Otherwise a statement whose
  * custom plan was cheaper (an empty folder: 1 row estimated, the generic plan 100) was planned again
  * on every run, and planning the page's JSON expression took ~0.4 ms, more than running it
  */
-const hidden = memo((sql) => sql.replace(/\?(int|bigint|text|bool)\b/g, '(select ?::$1)'))
+const hidden = (sql: string) => sql.replace(/\?(int|bigint|text|bool)\b/g, '(select ?::$1)')
 
 const listings = new WeakMap<object, AssetListing>()
 
