@@ -1,5 +1,5 @@
 import path from 'node:path'
-import { limitSql, pageTotal, preparedRead, type Knex, type PreparedRead } from '../../core/index.js'
+import { limitSql, pageTotal, preparedRead, type Database, type Knex, type PreparedRead } from '../../core/index.js'
 import { ASSET_COLUMNS, assetJsonOfRow, assetJsonSql } from './asset-json.js'
 import { folderOf } from './files.js'
 
@@ -29,10 +29,12 @@ export interface AssetPageQuery {
 export class AssetListing {
   private readonly statements = new Map<string, PreparedRead>()
 
+  private readonly knex: Knex
   private readonly pg: boolean
 
-  constructor(private readonly knex: Knex) {
-    this.pg = (knex as unknown as { client: { driverName?: string } }).client.driverName === 'pg'
+  constructor(db: Pick<Database, 'knex' | 'dialect'>) {
+    this.knex = db.knex
+    this.pg = db.dialect === 'postgresql'
   }
 
   /**
@@ -154,8 +156,8 @@ const hidden = (sql: string) => sql.replace(/\?(int|bigint|text|bool)\b/g, '(sel
 const listings = new WeakMap<object, AssetListing>()
 
 /** the listing of this database (its prepared statements live as long as its knex) */
-export function assetListing(knex: Knex): AssetListing {
-  let listing = listings.get(knex)
-  if (!listing) listings.set(knex, (listing = new AssetListing(knex)))
+export function assetListing(db: Pick<Database, 'knex' | 'dialect'>): AssetListing {
+  let listing = listings.get(db.knex)
+  if (!listing) listings.set(db.knex, (listing = new AssetListing(db)))
   return listing
 }

@@ -36,7 +36,7 @@ export function registerProjectAssetRoutes(api: RegisterApi) {
     const { page, per_page = 100, type, online, after, total: wantTotal } = ctx.input
     if (after !== undefined && page !== undefined) throw invalidParam('page', 'cannot be combined with after')
     const owner = { id: project.id, name: project.name }
-    const { total, found, lastPath, body } = await assetListing(knex()).page(
+    const { total, found, lastPath, body } = await assetListing(db()).page(
       {
         projectId: project.id,
         folder: ctx.input.folder ? cleanRelative(ctx.input.folder, 'folder') : '',

@@ -25,8 +25,8 @@ const RESTORE_PREFIX = '.mamkit-restore-'
 /**
  * A page's row updates in one statement instead of one per row: `set col = case id when ? then
  * cast(? as type) … end where id in (…)` (plain SQL on SQLite and PostgreSQL; the casts give
- * PostgreSQL the parameters' types), with `fixed` values alike for every row, only where `where`
- * still holds. Answers the ids updated.
+ * PostgreSQL the parameters' types), with `fixed` values alike for every row (no `types`: only
+ * those), only where `where` still holds. Answers the ids updated.
  */
 async function updateRows(trx: Knex, table: string, rows: Array<{ id: number; values: Record<string, unknown> }>, types: Record<string, 'bigint' | 'text' | 'timestamptz'>, fixed: Record<string, unknown>, where: Record<string, unknown>): Promise<number[]> {
   const done: number[] = []
@@ -452,15 +452,11 @@ export class ArchiveService {
         let bytes = 0
         const assets: number[] = []
         const byId = new Map(gone.map((f) => [Number(f.id), f]))
-        const ids = [...byId.keys()]
-        for (let i = 0; i < ids.length; i += 500) {
-          const updated: Array<{ id: number | string } | number | string> = await trx('archive_files').whereIn('id', ids.slice(i, i + 500)).where({ state: 'verified' }).update({ state: 'released', updated_at: now }).returning('id')
-          for (const u of updated) {
-            const f = byId.get(Number(typeof u === 'object' ? u.id : u))!
-            bytes += Number(f.size)
-            if (f.asset_id !== null) assets.push(Number(f.asset_id))
-            released++
-          }
+        for (const id of await updateRows(trx, 'archive_files', [...byId.keys()].map((id) => ({ id, values: {} })), {}, { state: 'released', updated_at: now }, { state: 'verified' })) {
+          const f = byId.get(id)!
+          bytes += Number(f.size)
+          if (f.asset_id !== null) assets.push(Number(f.asset_id))
+          released++
         }
         for (let i = 0; i < assets.length; i += 500) await trx('assets').whereIn('id', assets.slice(i, i + 500)).update({ online: false, updated_at: now })
         if (!bytes) return
@@ -544,15 +540,11 @@ export class ArchiveService {
         for (const [id, error] of errors) await trx('archive_files').where({ id }).update({ error, updated_at: now })
         let bytes = 0
         const byId = new Map(back.map((b) => [Number(b.f.id), b]))
-        const ids = [...byId.keys()]
         const assets: Array<{ id: number; values: Record<string, unknown> }> = []
-        for (let i = 0; i < ids.length; i += 500) {
-          const updated: Array<{ id: number | string } | number | string> = await trx('archive_files').whereIn('id', ids.slice(i, i + 500)).where({ state: 'released' }).update({ state: 'restored', error: null, updated_at: now }).returning('id')
-          for (const u of updated) {
-            const { f, mtimeMs } = byId.get(Number(typeof u === 'object' ? u.id : u))!
-            if (f.asset_id !== null) assets.push({ id: Number(f.asset_id), values: { mtime: new Date(Math.floor(mtimeMs)) } })
-            bytes += Number(f.size)
-          }
+        for (const id of await updateRows(trx, 'archive_files', [...byId.keys()].map((id) => ({ id, values: {} })), {}, { state: 'restored', error: null, updated_at: now }, { state: 'released' })) {
+          const { f, mtimeMs } = byId.get(id)!
+          if (f.asset_id !== null) assets.push({ id: Number(f.asset_id), values: { mtime: new Date(Math.floor(mtimeMs)) } })
+          bytes += Number(f.size)
         }
         // the assets online again with their files' new modification times: one statement for the page
         await updateRows(trx, 'assets', assets, { mtime: 'timestamptz' }, { online: true, updated_at: now }, {})

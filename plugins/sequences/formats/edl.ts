@@ -96,7 +96,9 @@ export function readEdl(text: string, rate: Rate): SequenceDoc {
     const event = EVENT.exec(line)
     if (event) {
       events++
-      const [srcIn, srcOut, recIn, recOut] = [event[6], event[7], event[8], event[9]].map((t) => tcAt(t, where))
+      // the source out is checked, not kept: a clip's source out is its source in plus its record length
+      // (the two differ only under a speed change, whose M2 line is not read)
+      const [srcIn, , recIn, recOut] = [event[6], event[7], event[8], event[9]].map((t) => tcAt(t, where))
       last = []
       if (recOut <= recIn) continue
       for (const t of tracksOf(event[3])) {
