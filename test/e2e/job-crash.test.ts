@@ -5,7 +5,6 @@
  * attempt), and on PostgreSQL two processes sharing one queue.
  */
 import t from 'tap'
-import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
@@ -13,71 +12,16 @@ import { fileURLToPath } from 'node:url'
 import Sqlite from 'better-sqlite3'
 import pg from 'pg'
 import { databaseKinds, request, scratchDatabase, waitFor } from '../../core/testing/index.js'
+import { killAll, login, serveProcess } from '../helpers/process.js'
 import { MamRuntime } from '../../core/runtime.js'
 import { builtinPlugins } from '../../plugins/index.js'
 import jobsPlugin from '../fixtures/jobs-plugin.js'
 
-const CLI = fileURLToPath(new URL('../../host/cli.js', import.meta.url))
 const PLUGIN = fileURLToPath(new URL('../fixtures/jobs-plugin.js', import.meta.url))
-const ADMIN_PASSWORD = 'admin-password-123'
 // the slow job: 20 steps of 100 ms, long enough to be killed while it runs
 const SLOW = { steps: 20, ms: 100 }
 
 const lines = async (file: string) => (await readFile(file, 'utf8').catch(() => '')).split('\n').filter(Boolean)
-
-interface Server {
-  child: ChildProcess
-  url: string
-  /** resolves with how the process ended */
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
-  output(): string
-}
-
-/** every server started, so a failed test still stops them all */
-const children = new Set<ChildProcess>()
-// even when the run times out and no teardown runs
-process.on('exit', () => children.forEach((c) => c.exitCode === null && c.signalCode === null && c.kill('SIGKILL')))
-
-/** `mamkit serve` on a free port, with short job leases; resolves once it logged "listening" */
-async function serve(dataDir: string, databaseUrl?: string, extraEnv: Record<string, string> = {}): Promise<Server> {
-  const env: NodeJS.ProcessEnv = {}
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('MAMKIT_')) env[k] = v
-  Object.assign(env, { MAMKIT_JOB_LEASE_MS: '1500', MAMKIT_JOB_POLL_MS: '200', MAMKIT_ADMIN_PASSWORD: ADMIN_PASSWORD, MAMKIT_LOG_LEVEL: 'info', ...extraEnv })
-  const args = [CLI, 'serve', '--port', '0', '--data-dir', dataDir, '--plugin', PLUGIN, ...(databaseUrl ? ['--database-url', databaseUrl] : [])]
-  const child = spawn(process.execPath, args, { cwd: dataDir, env, stdio: ['ignore', 'pipe', 'pipe'] })
-  children.add(child)
-  let output = ''
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
-  const startup = setTimeout(() => child.kill('SIGKILL'), 60_000) // a server that never listens fails the test, not the run
-  const url = await new Promise<string>((resolve, reject) => {
-    let pending = ''
-    // always drain both pipes: a full pipe would block the server's synchronous logging
-    child.stderr!.on('data', (d) => (output += d))
-    child.stdout!.on('data', (d) => {
-      output += d
-      pending += d
-      const parts = pending.split('\n')
-      pending = parts.pop()!
-      for (const line of parts) {
-        try {
-          const entry = JSON.parse(line)
-          if (typeof entry.url === 'string' && /listening/.test(entry.msg)) resolve(entry.url)
-        } catch {
-          // not a log line
-        }
-      }
-    })
-    void exited.then(({ code, signal }) => reject(new Error(`mamkit serve ended (${code ?? signal}) before listening:\n${output}`)))
-  })
-  clearTimeout(startup)
-  return { child, url, exited, output: () => output }
-}
-
-async function login(url: string): Promise<string> {
-  const reply = await request(url, 'POST', '/session', { json: { login: 'admin', password: ADMIN_PASSWORD } })
-  if (reply.status !== 200) throw new Error(`login failed: ${reply.status} ${reply.text}`)
-  return reply.body.authentication_token
-}
 
 async function enqueue(url: string, token: string, name: string, payload: object) {
   const reply = await request(url, 'POST', `/jobs_test/${name}`, { json: payload, token })
@@ -116,11 +60,10 @@ for (const db of databaseKinds()) {
     const dataDir = await mkdtemp(path.join(tmpdir(), 'mamkit-jobcrash-'))
     const database = await scratchDatabase(db)
     const databaseUrl = database.databaseUrl
-    const start = () => serve(dataDir, databaseUrl)
+    const start = () => serveProcess(dataDir, databaseUrl, ['--plugin', PLUGIN])
     t.teardown(async () => {
       // whatever happened: no server left behind, then the database and the data dir go
-      const running = [...children].filter((c) => c.exitCode === null && c.signalCode === null)
-      await Promise.all(running.map((c) => new Promise((resolve) => c.once('exit', resolve).kill('SIGKILL'))))
+      await killAll()
       await database.drop()
       await rm(dataDir, { recursive: true, force: true })
     })
@@ -181,7 +124,7 @@ for (const db of databaseKinds()) {
       // 16 in flight, so that the 12 jobs are claimed and completed together
       server.child.kill('SIGTERM')
       await server.exited
-      server = await serve(dataDir, databaseUrl, { MAMKIT_JOB_CONCURRENCY: '16' })
+      server = await serveProcess(dataDir, databaseUrl, ['--plugin', PLUGIN], { MAMKIT_JOB_CONCURRENCY: '16' })
       const killed = server
       // 2 s each: all 12 must be running at once even when the machine is loaded (400 ms was not, once)
       const ids = (await Promise.all(Array.from({ length: 12 }, () => enqueue(killed.url, token, 'append', { file, ms: 2000 })))).map((j) => j.id)
