@@ -1,6 +1,6 @@
 import type { AccessRightService } from '../identity/index.js'
 import { refreshAssets } from './migrations.js'
-import { FIELD_LEXEME_ROWS, fieldLexeme, ftsAny, ftsField, ftsFieldText, ftsQuery, parseTerm, tsLexeme, tsquery, tsqueryAny, tsqueryField, wordsOf, type FieldFilter, type ParsedTerm } from './query.js'
+import { FIELD_LEXEME_ROWS, fieldLexeme, ftsAny, ftsField, ftsFieldText, ftsQuery, parseTerm, tsLexeme, tsquery, tsqueryAny, tsqueryField, tsqueryFieldCandidates, wordsOf, type FieldFilter, type ParsedTerm } from './query.js'
 
 import { column, escapeLike, invalid, type Dialect, type Knex, type ParamError, type Principal } from '../../core/index.js'
 export interface SearchFilters {
@@ -165,8 +165,9 @@ export class SearchService {
    * PostgreSQL: whether a filter is tested through `fields`' GIN index: when it is narrow, its lexeme prefix
    * held by at most FIELD_LEXEME_ROWS documents by the planner's estimate (a bitmap's cost grows with its
    * entries). A broad one (`client:client` when every value starts with "client": 333,000 documents at a
-   * million assets, a ~50 ms bitmap) finds its candidates as the phrase in the words' index, whose AND with
-   * the term's other words GIN skips through, and `fields` rechecks them: the same answer either way.
+   * million assets, a ~50 ms bitmap) finds its candidates by the field's words in the words' index
+   * (tsqueryFieldCandidates), whose AND with the term's other words GIN skips through, and `fields` rechecks
+   * them: the same answer either way.
    */
   private async narrowLexeme(f: FieldFilter): Promise<boolean> {
     return (await this.estimate(`SELECT 1 FROM search_documents WHERE fields @@ ?::tsquery`, [`${tsLexeme(fieldLexeme(f))}:*`])) <= this.fieldLexemeRows
@@ -343,11 +344,11 @@ export class SearchService {
     // field:value holds where a value of the field starts with the words (the last a prefix), on both
     // databases alike. PostgreSQL: a narrow filter is tested on its field lexeme alone (`fields`' GIN, 0005),
     // a range of GIN entries where the phrase intersected the posting lists of the field's own words (in
-    // every document that has the field); a broad one keeps the phrase in `tsv` to find candidates, and its
-    // lexeme rechecks them (`IS TRUE`: not through the index). SQLite: the phrase in FTS5 for the rank, and
-    // the field texts (search_fields_fts, 0006) for the start of the value. The rank stays that of
-    // `positive` over the words, so the order is the same on every path.
-    const wordsPart = pg ? [free, ...fieldParts.filter((_, i) => !filters[i].indexed)].filter(Boolean).join(' & ') || null : positive
+    // every document that has the field); a broad one finds candidates by the field's words but the value's
+    // last (exact lexemes: tsqueryFieldCandidates), and its lexeme rechecks them (`IS TRUE`: not through the
+    // index). SQLite: the phrase in FTS5 for the rank, and the field texts (search_fields_fts, 0006) for the
+    // start of the value. The rank stays that of `positive` over the words, so the order is the same on every path.
+    const wordsPart = pg ? [free, ...filters.filter((f) => !f.indexed).map(tsqueryFieldCandidates)].filter(Boolean).join(' & ') || null : positive
     const lexemes = (indexed: boolean) => filters.filter((f) => !!f.indexed === indexed).map((f) => `${tsLexeme(fieldLexeme(f))}:*`).join(' & ') || null
     const fieldsPart = pg ? lexemes(true) : null
     const fieldsCheck = pg ? lexemes(false) : filters.map(ftsFieldText).join(' AND ') || null
