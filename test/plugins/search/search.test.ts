@@ -327,11 +327,22 @@ onEachDatabase(t, 'search: field:value is the start of the field\'s value on bot
   await set1(longer, { 'client acme': 'Corp' })
   await set1(across, { client: 'Zed', notes: 'acme' })
   await set1(signs, { client: '  «Acme»—Holdings = Ltd' })
+  // a field whose name has no word: a broad filter on it keeps the phrase for its candidates
+  await makeField(s, { name: '_', type: 'text', custom_metadata_set_id: set.id })
+  await set1(across, { _: 'Acme' })
   const service = s.runtime.container.resolve<any>('search.service')
+  // the broad path's candidates: the field's words as exact lexemes (tsqueryFieldCandidates), seen in the statements' bindings
+  const bindings: unknown[] = []
+  const spy = (q: { sql: string; bindings?: unknown[] }) => void (/search_documents/.test(q.sql) && bindings.push(...(q.bindings ?? [])))
+  s.runtime.db.knex.on('query', spy)
   for (const broad of [false, true]) {
     if (broad && s.db !== 'postgresql') break
     if (s.db === 'postgresql') service.fieldLexemeRows = broad ? 0 : 50_000
     const path = broad ? ' (broad path)' : ''
+    bindings.length = 0
+    t.same(names(await find('client:"acme holdings lt" signs')), ['signs.mov'], `with a word${path}`)
+    if (s.db === 'postgresql') t.equal(bindings.includes("'signs':* & 'client' & 'acme' & 'holdings'"), broad, `the field's words but the last as candidates${path}`)
+    t.same(names(await find('_:acme')), ['across.mov'], `a field without words${path}`)
     t.same(names(await find('client:acme')), ['chase.mov', 'signs.mov'], `not inside a value, another field's value, a longer field's name or across values${path}`)
     t.same(names(await find('client:"acme holdings lt"')), ['signs.mov'], `signs between the words${path}`)
     t.same(names(await find('client:big')), ['inside.mov'], path)
@@ -342,6 +353,7 @@ onEachDatabase(t, 'search: field:value is the start of the field\'s value on bot
     t.same(names(await find('clip_name:take inside')), [], `with a word${path}`)
     t.same(names(await find('notes:acme')), ['across.mov'], path)
   }
+  s.runtime.db.knex.off('query', spy)
   if (s.db === 'postgresql') service.fieldLexemeRows = 50_000
   if (s.db !== 'postgresql') return
   const fields = async (id: number) => String((await s.runtime.db.knex('search_documents').where({ kind: 'asset', object_id: id }).first('fields')).fields)
