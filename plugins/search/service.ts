@@ -233,16 +233,18 @@ export class SearchService {
       }
       // PostgreSQL, one statement: the newest matches (a backward walk of the ids for a frequent word, the
       // word index for a rare one, as the planner sees fit), ranked among themselves, with the window's floor.
-      // The matches carry their row's address (ctid, stable within the statement), not their tsvector, which
-      // is read again for the window's rows only: a reader's plan keeps every candidate in a Materialize that
-      // it rescans once per readable project (`client:client kanertorner`: 10,000 candidates × 11), and with
-      // tsvectors (~250 bytes each) that spilled to disk (work_mem 4 MB)
+      // A reader's plan may keep every candidate in a Materialize that it rescans once per readable project
+      // (`client:client kanertorner`: 10,000 candidates × 11): with their tsvectors (~250 bytes each) it spilled
+      // to disk (work_mem 4 MB). So a reader's candidates carry their row's address (ctid, stable within the
+      // statement) and the tsvectors are read again for the window's rows only; an administrator's plan has no
+      // access join to rescan, and the walk no Materialize, so they keep the tsvector (reading 1,000 rows again
+      // costs them ~1 ms)
       const walk = await this.readableWalk(kind, principal, tests)
-      const rows = await this.knex
-        .with('c', walk ? walk(matches, top) : candidates.select('d.object_id as id', 'd.ctid as t'))
-        .from('c')
-        .joinRaw('JOIN search_documents AS r ON r.ctid = c.t')
-        .select('c.id', this.knex.raw('? as rank', [rankOf('r.tsv')]), this.knex.raw('(SELECT CASE WHEN count(*) < ? THEN 0 ELSE min(id) END FROM c) as floor', [size]))
+      const byAddress = !walk && !principal.isAdmin
+      const q = this.knex.with('c', walk ? walk(matches, top) : candidates.select('d.object_id as id', byAddress ? 'd.ctid as t' : 'd.tsv')).from('c')
+      if (byAddress) q.joinRaw('JOIN search_documents AS r ON r.ctid = c.t')
+      const rows = await q
+        .select('c.id', this.knex.raw('? as rank', [rankOf(byAddress ? 'r.tsv' : 'c.tsv')]), this.knex.raw('(SELECT CASE WHEN count(*) < ? THEN 0 ELSE min(id) END FROM c) as floor', [size]))
         .orderBy([{ column: 'rank', order: 'desc' }, { column: 'c.id', order: 'desc' }])
         .limit(limit)
       // no row: no match below top, the last window
@@ -317,14 +319,14 @@ export class SearchService {
     if (mine > this.readableShare * all) return null
     const size = this.rankWindow()
     return (matches, top) => {
-      const probe = matches().whereRaw('d.object_id = x.object_id').select('d.ctid as t')
+      const probe = matches().whereRaw('d.object_id = x.object_id').select('d.tsv')
       const q = this.knex
         .from('search_documents as x')
         .joinRaw('CROSS JOIN LATERAL (? OFFSET 0) AS m', [probe as any])
         .where('x.kind', kind)
         .whereRaw('x.project_id = ANY(?::int[])', [readable])
       if (top !== null) q.where('x.object_id', '<', top)
-      return q.orderBy('x.object_id', 'desc').limit(size).select('x.object_id as id', 'm.t')
+      return q.orderBy('x.object_id', 'desc').limit(size).select('x.object_id as id', 'm.tsv')
     }
   }
 
@@ -358,7 +360,7 @@ export class SearchService {
     const fieldsPart = pg ? lexemes(true) : null
     const fieldsCheck = pg ? lexemes(false) : filters.map(ftsFieldText).join(' AND ') || null
     // PostgreSQL: a real (float4); the keyset compares it as one (`?::real`), since a float4 read into JS and sent back as a double would not equal itself
-    // PostgreSQL: the rank of a tsvector column (`d.tsv`, or a window row's `r.tsv`)
+    // PostgreSQL: the rank of a tsvector column (`d.tsv`, a window's copy `c.tsv`, or a reader's window row `r.tsv`)
     const rankOf = (tsv: string): Knex.Raw => (positive ? k.raw(`ts_rank_cd('{0.1, 0.2, 0.4, 1.0}', ${tsv}, to_tsquery('simple', ?))`, [positive]) : k.raw('0::real'))
     const rank: Knex.Raw = pg ? rankOf('d.tsv') : positive ? k.raw('-bm25(search_fts, 10.0, 5.0, 1.0, 0.5)') : k.raw('0.0')
     // indexed false (PostgreSQL): the word test as `IS TRUE`, which the GIN index cannot answer, so an id range is read instead
