@@ -158,7 +158,7 @@ export class SearchService {
     return out
   }
 
-  /** the planner's estimates (estimate(): how many documents hold a field lexeme prefix, a word test…), for a minute */
+  /** the planner's estimates (estimate(): how many documents hold a field lexeme prefix, a word test…) and few()'s counts, for a minute */
   private readonly estimates = new Map<string, { at: number; rows: number }>()
 
   /**
@@ -239,8 +239,7 @@ export class SearchService {
       // costs them ~1 ms)
       // a kind of few documents (the projects' list) has each tested: a pass over the word index of every
       // document cost ~9 ms for `client:client kanertorner` to find none of 100 projects, testing them 0.1 ms
-      const few = (await this.estimate(`SELECT 1 FROM search_documents WHERE kind = ?`, [kind])) <= this.fewDocuments
-      const candidates = matches(!few).orderBy('d.object_id', 'desc').limit(size)
+      const candidates = matches(!(await this.few(kind))).orderBy('d.object_id', 'desc').limit(size)
       if (top !== null) candidates.where('d.object_id', '<', top)
       const walk = await this.readableWalk(kind, principal, tests)
       const byAddress = !walk && !principal.isAdmin
@@ -275,17 +274,32 @@ export class SearchService {
 
   /** the planner's row estimates of some statements (EXPLAIN), each kept a minute */
   private async estimate(sql: string, bindings: unknown[]): Promise<number> {
-    const key = `${sql}\n${JSON.stringify(bindings)}`
+    return this.kept(`${sql}\n${JSON.stringify(bindings)}`, async () => Number((await this.knex.raw(`EXPLAIN (FORMAT JSON) ${sql}`, bindings as any[])).rows[0]['QUERY PLAN'][0].Plan['Plan Rows']))
+  }
+
+  /** a number about the index (an estimate, a bounded count), kept a minute */
+  private async kept(key: string, get: () => Promise<number>): Promise<number> {
     let known = this.estimates.get(key)
     if (!known || Date.now() - known.at > 60_000) {
-      const plan = await this.knex.raw(`EXPLAIN (FORMAT JSON) ${sql}`, bindings as any[])
+      const rows = await get()
       if (this.estimates.size > 1000) this.estimates.clear()
-      this.estimates.set(key, (known = { at: Date.now(), rows: Number(plan.rows[0]['QUERY PLAN'][0].Plan['Plan Rows']) }))
+      this.estimates.set(key, (known = { at: Date.now(), rows }))
     }
     return known.rows
   }
 
-  /** a kind with at most this many documents (planner's estimate) has each tested when a window opens, not the word index; the tests set it to 0 and back */
+  /**
+   * Whether a kind has at most fewDocuments documents, counted up to one more (an index-only walk of at most
+   * 1,001 entries, kept a minute), not estimated: a table never analyzed is estimated at 0.5 % of its rows, and
+   * testing each of 150,000 documents taken for few would cost far more than the word index
+   */
+  private async few(kind: 'asset' | 'project'): Promise<boolean> {
+    const limit = this.fewDocuments + 1
+    const count = async () => Number((await this.knex.raw(`SELECT count(*) AS n FROM (SELECT 1 FROM search_documents WHERE kind = ? LIMIT ?) x`, [kind, limit])).rows[0].n)
+    return (await this.kept(`few ${kind} ${limit}`, count)) <= this.fewDocuments
+  }
+
+  /** a kind with at most this many documents (few) has each tested when a window opens, not the word index; the tests set it to 0 and back */
   fewDocuments = 1000
   /** a term the planner estimates in this share of a kind's documents or more is frequent (readableWalk); the tests lower it */
   frequentShare = 0.05
