@@ -57,7 +57,7 @@ export function parseTerm(term: string): ParsedTerm {
 export type FieldFilter = ({ kind: 'custom'; name: string } | { kind: 'property'; key: string }) & {
   value: string
   words: string[]
-  /** PostgreSQL: tested through `fields`' GIN index (narrow), else the phrase in the words' index finds the candidates and `fields` rechecks them (service.ts, narrowLexeme) */
+  /** PostgreSQL: tested through `fields`' GIN index (narrow), else the field's words in the words' index find the candidates and `fields` rechecks them (service.ts, narrowLexeme; tsqueryFieldCandidates) */
   indexed?: boolean
 }
 
@@ -110,6 +110,20 @@ export const ftsAny = (phrases: string[][]): string | null => (phrases.length ? 
 /** PostgreSQL: `('client':B <-> 'acme':*B)`, in the weight of the field's part of the document */
 export function tsqueryField(words: string[], weight: 'B' | 'C'): string {
   return `(${words.map((w, i) => `${lexeme(w)}:${i === words.length - 1 ? '*' : ''}${weight}`).join(' <-> ')})`
+}
+
+/**
+ * PostgreSQL, a broad filter's candidates in the words' index (service.ts, matching): the field's words and
+ * the value's words but the last, as exact lexemes of any weight (`'client' & 'acme'` for `client:"acme co"`).
+ * Every document with such a value holds them, so `fields` rechecking these candidates gives the filter's
+ * answer. Exact lexemes without weights cost GIN neither a bitmap nor a recheck: the last word's prefix (in
+ * more than FIELD_LEXEME_ROWS documents, since the filter is broad) was a partial match, which GIN turns into
+ * a bitmap of every document holding it (`'client':*` at a million assets: 333,000 entries, ~20 ms), and
+ * weights or a phrase made it reread each candidate's tsvector. The phrase stays when there is nothing else.
+ */
+export function tsqueryFieldCandidates(f: FieldFilter): string {
+  const exact = f.words.slice(0, -1)
+  return exact.length ? exact.map(lexeme).join(' & ') : tsqueryField(f.words, f.kind === 'custom' ? 'B' : 'C')
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { AccessRightService } from '../identity/index.js'
 import { refreshAssets } from './migrations.js'
-import { FIELD_LEXEME_ROWS, fieldLexeme, ftsAny, ftsField, ftsFieldText, ftsQuery, parseTerm, tsLexeme, tsquery, tsqueryAny, tsqueryField, wordsOf, type FieldFilter, type ParsedTerm } from './query.js'
+import { FIELD_LEXEME_ROWS, fieldLexeme, ftsAny, ftsField, ftsFieldText, ftsQuery, parseTerm, tsLexeme, tsquery, tsqueryAny, tsqueryField, tsqueryFieldCandidates, wordsOf, type FieldFilter, type ParsedTerm } from './query.js'
 
 import { column, escapeLike, invalid, type Dialect, type Knex, type ParamError, type Principal } from '../../core/index.js'
 export interface SearchFilters {
@@ -158,15 +158,16 @@ export class SearchService {
     return out
   }
 
-  /** the planner's estimates (estimate(): how many documents hold a field lexeme prefix, a word test…), for a minute */
+  /** the planner's estimates (estimate(): how many documents hold a field lexeme prefix, a word test…) and few()'s counts, for a minute */
   private readonly estimates = new Map<string, { at: number; rows: number }>()
 
   /**
    * PostgreSQL: whether a filter is tested through `fields`' GIN index: when it is narrow, its lexeme prefix
    * held by at most FIELD_LEXEME_ROWS documents by the planner's estimate (a bitmap's cost grows with its
    * entries). A broad one (`client:client` when every value starts with "client": 333,000 documents at a
-   * million assets, a ~50 ms bitmap) finds its candidates as the phrase in the words' index, whose AND with
-   * the term's other words GIN skips through, and `fields` rechecks them: the same answer either way.
+   * million assets, a ~50 ms bitmap) finds its candidates by the field's words in the words' index
+   * (tsqueryFieldCandidates), whose AND with the term's other words GIN skips through, and `fields` rechecks
+   * them: the same answer either way.
    */
   private async narrowLexeme(f: FieldFilter): Promise<boolean> {
     return (await this.estimate(`SELECT 1 FROM search_documents WHERE fields @@ ?::tsquery`, [`${tsLexeme(fieldLexeme(f))}:*`])) <= this.fieldLexemeRows
@@ -222,8 +223,6 @@ export class SearchService {
     }
     /** opens the window of the `size` newest matches below `top`: its bounds and its first rows */
     const open = async (top: number | null, limit: number): Promise<{ window: RankWindow; rows: any[] }> => {
-      const candidates = matches().orderBy('d.object_id', 'desc').limit(size)
-      if (top !== null) candidates.where('d.object_id', '<', top)
       // SQLite: one window of every match (bm25 needs its MATCH in the ranking statement, so a window's
       // floor would cost a second pass over the FTS index: measured slower than ranking every match)
       if (!pg) {
@@ -231,12 +230,23 @@ export class SearchService {
         return { window, rows: await ranked(window, undefined, limit) }
       }
       // PostgreSQL, one statement: the newest matches (a backward walk of the ids for a frequent word, the
-      // word index for a rare one, as the planner sees fit), ranked among themselves, with the window's floor
+      // word index for a rare one, as the planner sees fit), ranked among themselves, with the window's floor.
+      // A reader's plan may keep every candidate in a Materialize that it rescans once per readable project
+      // (`client:client kanertorner`: 10,000 candidates × 11): with their tsvectors (~250 bytes each) it spilled
+      // to disk (work_mem 4 MB). So a reader's candidates carry their row's address (ctid, stable within the
+      // statement) and the tsvectors are read again for the window's rows only; an administrator's plan has no
+      // access join to rescan, and the walk no Materialize, so they keep the tsvector (reading 1,000 rows again
+      // costs them ~1 ms)
+      // a kind of few documents (the projects' list) has each tested: a pass over the word index of every
+      // document cost ~9 ms for `client:client kanertorner` to find none of 100 projects, testing them 0.1 ms
+      const candidates = matches(!(await this.few(kind))).orderBy('d.object_id', 'desc').limit(size)
+      if (top !== null) candidates.where('d.object_id', '<', top)
       const walk = await this.readableWalk(kind, principal, tests)
-      const rows = await this.knex
-        .with('c', walk ? walk(matches, top) : candidates.select('d.object_id as id', 'd.tsv'))
-        .from('c')
-        .select('c.id', this.knex.raw('? as rank', [rankOf('c.tsv')]), this.knex.raw('(SELECT CASE WHEN count(*) < ? THEN 0 ELSE min(id) END FROM c) as floor', [size]))
+      const byAddress = !walk && !principal.isAdmin
+      const q = this.knex.with('c', walk ? walk(matches, top) : candidates.select('d.object_id as id', byAddress ? 'd.ctid as t' : 'd.tsv')).from('c')
+      if (byAddress) q.joinRaw('JOIN search_documents AS r ON r.ctid = c.t')
+      const rows = await q
+        .select('c.id', this.knex.raw('? as rank', [rankOf(byAddress ? 'r.tsv' : 'c.tsv')]), this.knex.raw('(SELECT CASE WHEN count(*) < ? THEN 0 ELSE min(id) END FROM c) as floor', [size]))
         .orderBy([{ column: 'rank', order: 'desc' }, { column: 'c.id', order: 'desc' }])
         .limit(limit)
       // no row: no match below top, the last window
@@ -264,16 +274,33 @@ export class SearchService {
 
   /** the planner's row estimates of some statements (EXPLAIN), each kept a minute */
   private async estimate(sql: string, bindings: unknown[]): Promise<number> {
-    const key = `${sql}\n${JSON.stringify(bindings)}`
+    return this.kept(`${sql}\n${JSON.stringify(bindings)}`, async () => Number((await this.knex.raw(`EXPLAIN (FORMAT JSON) ${sql}`, bindings as any[])).rows[0]['QUERY PLAN'][0].Plan['Plan Rows']))
+  }
+
+  /** a number about the index (an estimate, a bounded count), kept a minute */
+  private async kept(key: string, get: () => Promise<number>): Promise<number> {
     let known = this.estimates.get(key)
     if (!known || Date.now() - known.at > 60_000) {
-      const plan = await this.knex.raw(`EXPLAIN (FORMAT JSON) ${sql}`, bindings as any[])
+      const rows = await get()
       if (this.estimates.size > 1000) this.estimates.clear()
-      this.estimates.set(key, (known = { at: Date.now(), rows: Number(plan.rows[0]['QUERY PLAN'][0].Plan['Plan Rows']) }))
+      this.estimates.set(key, (known = { at: Date.now(), rows }))
     }
     return known.rows
   }
 
+  /**
+   * Whether a kind has at most fewDocuments documents, counted up to one more (an index-only walk of at most
+   * 1,001 entries, kept a minute), not estimated: a table never analyzed is estimated at 0.5 % of its rows, and
+   * testing each of 150,000 documents taken for few would cost far more than the word index
+   */
+  private async few(kind: 'asset' | 'project'): Promise<boolean> {
+    const limit = this.fewDocuments + 1
+    const count = async () => Number((await this.knex.raw(`SELECT count(*) AS n FROM (SELECT 1 FROM search_documents WHERE kind = ? LIMIT ?) x`, [kind, limit])).rows[0].n)
+    return (await this.kept(`few ${kind} ${limit}`, count)) <= this.fewDocuments
+  }
+
+  /** a kind with at most this many documents (few) has each tested when a window opens, not the word index; the tests set it to 0 and back */
+  fewDocuments = 1000
   /** a term the planner estimates in this share of a kind's documents or more is frequent (readableWalk); the tests lower it */
   frequentShare = 0.05
   /** the readable walk is for a kind with at least this many documents (planner's estimate); the tests lower it */
@@ -343,16 +370,16 @@ export class SearchService {
     // field:value holds where a value of the field starts with the words (the last a prefix), on both
     // databases alike. PostgreSQL: a narrow filter is tested on its field lexeme alone (`fields`' GIN, 0005),
     // a range of GIN entries where the phrase intersected the posting lists of the field's own words (in
-    // every document that has the field); a broad one keeps the phrase in `tsv` to find candidates, and its
-    // lexeme rechecks them (`IS TRUE`: not through the index). SQLite: the phrase in FTS5 for the rank, and
-    // the field texts (search_fields_fts, 0006) for the start of the value. The rank stays that of
-    // `positive` over the words, so the order is the same on every path.
-    const wordsPart = pg ? [free, ...fieldParts.filter((_, i) => !filters[i].indexed)].filter(Boolean).join(' & ') || null : positive
+    // every document that has the field); a broad one finds candidates by the field's words but the value's
+    // last (exact lexemes: tsqueryFieldCandidates), and its lexeme rechecks them (`IS TRUE`: not through the
+    // index). SQLite: the phrase in FTS5 for the rank, and the field texts (search_fields_fts, 0006) for the
+    // start of the value. The rank stays that of `positive` over the words, so the order is the same on every path.
+    const wordsPart = pg ? [free, ...filters.filter((f) => !f.indexed).map(tsqueryFieldCandidates)].filter(Boolean).join(' & ') || null : positive
     const lexemes = (indexed: boolean) => filters.filter((f) => !!f.indexed === indexed).map((f) => `${tsLexeme(fieldLexeme(f))}:*`).join(' & ') || null
     const fieldsPart = pg ? lexemes(true) : null
     const fieldsCheck = pg ? lexemes(false) : filters.map(ftsFieldText).join(' AND ') || null
     // PostgreSQL: a real (float4); the keyset compares it as one (`?::real`), since a float4 read into JS and sent back as a double would not equal itself
-    // PostgreSQL: the rank of a tsvector column (`d.tsv`, or a window's copy of it)
+    // PostgreSQL: the rank of a tsvector column (`d.tsv`, a window's copy `c.tsv`, or a reader's window row `r.tsv`)
     const rankOf = (tsv: string): Knex.Raw => (positive ? k.raw(`ts_rank_cd('{0.1, 0.2, 0.4, 1.0}', ${tsv}, to_tsquery('simple', ?))`, [positive]) : k.raw('0::real'))
     const rank: Knex.Raw = pg ? rankOf('d.tsv') : positive ? k.raw('-bm25(search_fts, 10.0, 5.0, 1.0, 0.5)') : k.raw('0.0')
     // indexed false (PostgreSQL): the word test as `IS TRUE`, which the GIN index cannot answer, so an id range is read instead

@@ -327,11 +327,24 @@ onEachDatabase(t, 'search: field:value is the start of the field\'s value on bot
   await set1(longer, { 'client acme': 'Corp' })
   await set1(across, { client: 'Zed', notes: 'acme' })
   await set1(signs, { client: '  «Acme»—Holdings = Ltd' })
+  // a field whose name has no word: a broad filter on it keeps the phrase for its candidates
+  await makeField(s, { name: '_', type: 'text', custom_metadata_set_id: set.id })
+  await set1(across, { _: 'Acme' })
   const service = s.runtime.container.resolve<any>('search.service')
-  for (const broad of [false, true]) {
-    if (broad && s.db !== 'postgresql') break
-    if (s.db === 'postgresql') service.fieldLexemeRows = broad ? 0 : 50_000
-    const path = broad ? ' (broad path)' : ''
+  // the broad path's candidates: the field's words as exact lexemes (tsqueryFieldCandidates), seen in the statements' bindings
+  const bindings: unknown[] = []
+  const spy = (q: { sql: string; bindings?: unknown[] }) => void (/search_documents/.test(q.sql) && bindings.push(...(q.bindings ?? [])))
+  s.runtime.db.knex.on('query', spy)
+  // PostgreSQL: each filter path with the word index and with each document tested (fewDocuments: this
+  // database's kinds are all small, so 0 is the word index)
+  for (const [broad, few] of [[false, 0], [false, 1000], [true, 0], [true, 1000]] as const) {
+    if ((broad || few) && s.db !== 'postgresql') break
+    if (s.db === 'postgresql') [service.fieldLexemeRows, service.fewDocuments] = [broad ? 0 : 50_000, few]
+    const path = `${broad ? ' (broad path)' : ''}${few ? ' (each document tested)' : ''}`
+    bindings.length = 0
+    t.same(names(await find('client:"acme holdings lt" signs')), ['signs.mov'], `with a word${path}`)
+    if (s.db === 'postgresql') t.equal(bindings.includes("'signs':* & 'client' & 'acme' & 'holdings'"), broad, `the field's words but the last as candidates${path}`)
+    t.same(names(await find('_:acme')), ['across.mov'], `a field without words${path}`)
     t.same(names(await find('client:acme')), ['chase.mov', 'signs.mov'], `not inside a value, another field's value, a longer field's name or across values${path}`)
     t.same(names(await find('client:"acme holdings lt"')), ['signs.mov'], `signs between the words${path}`)
     t.same(names(await find('client:big')), ['inside.mov'], path)
@@ -342,7 +355,8 @@ onEachDatabase(t, 'search: field:value is the start of the field\'s value on bot
     t.same(names(await find('clip_name:take inside')), [], `with a word${path}`)
     t.same(names(await find('notes:acme')), ['across.mov'], path)
   }
-  if (s.db === 'postgresql') service.fieldLexemeRows = 50_000
+  s.runtime.db.knex.off('query', spy)
+  if (s.db === 'postgresql') [service.fieldLexemeRows, service.fewDocuments] = [50_000, 1000]
   if (s.db !== 'postgresql') return
   const fields = async (id: number) => String((await s.runtime.db.knex('search_documents').where({ kind: 'asset', object_id: id }).first('fields')).fields)
   t.equal(await fields(acme), "'B:client=acme corp' 'C:clip name=take two' 'C:reel name=b017'", 'a custom value and the indexed properties, as words')
@@ -390,6 +404,10 @@ onEachDatabase(
       service.frequentShare = Infinity
       const plain = await walkAll(query)
       t.equal(lateral, 0, 'the one statement')
+      // PostgreSQL: the window opened through the word index, not by testing each document of this small database (fewDocuments)
+      service.fewDocuments = 0
+      t.same(await walkAll(query), plain, `${query.term}: the same rows in the same order through the word index`)
+      service.fewDocuments = 1000
       service.frequentShare = 0
       service.readableShare = 1
       service.walkDocuments = 0
