@@ -12,7 +12,7 @@ import { eachLimit, retryTransient } from './concurrency.js'
 import type { Copier } from './copier.js'
 export { FileError, verify, type TransmissionCheck } from './transfer.js'
 
-import { preparedReadIn, MamError, conflict, isUniqueViolation, iso, linkExclusive, notFound, openInside, relativeSegments, type Knex, type Outbox, type StorageJournal } from '../../core/index.js'
+import { preparedReadIn, InsideRoot, MamError, conflict, isUniqueViolation, iso, linkExclusive, notFound, openInside, relativeSegments, type Knex, type Outbox, type StorageJournal } from '../../core/index.js'
 /** states a running archive job moves through; the others are where it rests */
 export const ACTIVE = ['queued', 'copying', 'verifying', 'releasing', 'restoring', 'moving'] as const
 export type ArchiveState = (typeof ACTIVE)[number] | 'archived' | 'online' | 'failed' | 'cancelled'
@@ -20,6 +20,12 @@ export type Direction = 'archive' | 'unarchive' | 'move'
 
 /** files per page: one batch of the target (flushed together) and one transaction for their rows */
 const BATCH = 64
+/**
+ * The state's counts (a scan of the project's file rows) at most this often while pages go by, not
+ * once per page: a page per ~50 ms of small files, and the scan grows with the project (a million
+ * files make 15,625 pages). Each stage counts once more at its end.
+ */
+const COUNTS_EVERY_MS = 1000
 const RESTORE_PREFIX = '.mamkit-restore-'
 
 /**
@@ -104,6 +110,9 @@ async function* walk(root: string, rel = ''): AsyncGenerator<{ path: string; siz
   }
 }
 
+
+/** null for a file (or folder) that is not there; any other error stays */
+const unlessMissing = (err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? null : Promise.reject(err))
 
 /** removes the restore temporaries a killed process left in the project tree (hidden names of ours only) */
 async function sweepRestores(dir: string): Promise<void> {
@@ -365,6 +374,7 @@ export class ArchiveService {
       await target.sweep(s.archive_key)
       await this.listFiles(s, strategy, root)
       const check = strategy.transmission_check as TransmissionCheck
+      const paced = this.pacedCounts(s, ctx, 0.9)
       // a page at a time: copied a few at once in one pass each, made durable together, verified, recorded in one transaction
       for (let lastId = 0; ; ) {
         if (await this.cancelledNow(s.id)) return this.cancelRun((await this.state(s.project_id))!, ctx)
@@ -389,7 +399,7 @@ export class ArchiveService {
           const verified = outcomes.flatMap((o) => (o.error ? [] : [{ id: Number(o.item.id), values: { size: o.sums.size, mtime_ms: o.mtimeMs, sha256: o.sums.sha256, crc32: o.sums.crc32 } }]))
           await updateRows(trx, 'archive_files', verified, { size: 'bigint', mtime_ms: 'bigint', sha256: 'text', crc32: 'text' }, { state: 'verified', error: null, updated_at: now }, { state: 'pending' })
         })
-        await this.counts(s, ctx, 0.9)
+        await paced()
       }
       const failed = await this.counts(s, ctx, 0.9)
       if (failed) {
@@ -435,14 +445,15 @@ export class ArchiveService {
       lastId = Number(page[page.length - 1].id)
       const gone: any[] = []
       const kept: any[] = []
+      // the name itself (lstat, unlink: never followed) in its folder, resolved and checked inside the root once per page
+      const inside = await InsideRoot.of(root)
       await eachLimit(page, PARALLEL, async (f: any) => {
-        const opened = await openInside(root, f.path, `file ${f.path}`).catch((err) => (err.code === 'ENOENT' ? null : Promise.reject(err)))
-        if (opened) {
-          const same = opened.stats.size === Number(f.size) && Math.floor(opened.stats.mtimeMs) === Number(f.mtime_ms)
-          await opened.close()
-          // written to since its copy was verified: the copy is not this file; it stays online
-          if (!same) return void kept.push(f)
-          await unlink(path.join(root, ...relativeSegments(f.path, 'path')))
+        const file = await inside.pathOf(f.path, `file ${f.path}`).catch(unlessMissing)
+        const stats = file && (await lstat(file).catch(unlessMissing))
+        if (file && stats) {
+          // written to (or replaced by other than a plain file) since its copy was verified: the copy is not this file; it stays online
+          if (!stats.isFile() || stats.size !== Number(f.size) || Math.floor(stats.mtimeMs) !== Number(f.mtime_ms)) return void kept.push(f)
+          await unlink(file)
         }
         gone.push(f)
       })
@@ -471,6 +482,16 @@ export class ArchiveService {
     return released
   }
 
+  /** `counts` for a loop of pages: at most once per COUNTS_EVERY_MS */
+  private pacedCounts(s: StateRow, ctx: RunContext, scale: number): () => Promise<void> {
+    let last = 0
+    return async () => {
+      if (performance.now() - last < COUNTS_EVERY_MS) return
+      last = performance.now()
+      await this.counts(s, ctx, scale)
+    }
+  }
+
   private async counts(s: StateRow, ctx: RunContext, scale: number): Promise<number> {
     const rows = await this.knex('archive_files').where({ project_id: s.project_id }).groupBy('state').select('state', this.knex.raw('count(*) as n'))
     const by = Object.fromEntries(rows.map((r: any) => [r.state, Number(r.n)]))
@@ -492,6 +513,7 @@ export class ArchiveService {
    */
   private async restoreFiles(s: StateRow, target: Target, root: string, ctx: RunContext, stopOnCancel: boolean): Promise<{ restored: number; failed: number }> {
     await sweepRestores(root)
+    const paced = this.pacedCounts(s, ctx, 1)
     let restored = 0
     let failed = 0
     for (let lastId = 0; ; ) {
@@ -554,8 +576,9 @@ export class ArchiveService {
       })
       restored += back.length
       failed += errors.size
-      await this.counts(s, ctx, 1)
+      await paced()
     }
+    await this.counts(s, ctx, 1)
     await this.projects.refreshTeamSpace(s.project_id)
     return { restored, failed }
   }
