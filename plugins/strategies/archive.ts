@@ -5,7 +5,7 @@ import path from 'node:path'
 import type { Logger } from 'pino'
 import type { ProjectService } from '../projects/index.js'
 import type { StrategyRow, StrategyService } from './strategies.js'
-import { byKernel, copyKernel, fsyncPath, readAll, sameContent, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
+import { EARLY_SYNC_FROM, byKernel, copyKernel, fsyncPath, syncStarted, readAll, sameContent, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
 import { projectArchived, projectUnarchived } from './events.js'
 import { FileError, PARALLEL, copyVerified, readObject, verify, type TransmissionCheck } from './transfer.js'
 import { eachLimit, retryTransient } from './concurrency.js'
@@ -113,6 +113,15 @@ async function* walk(root: string, rel = ''): AsyncGenerator<{ path: string; siz
 
 /** null for a file (or folder) that is not there; any other error stays */
 const unlessMissing = (err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? null : Promise.reject(err))
+
+/** a file restored under a temporary name (still open for its flush) and the name it takes */
+interface Restored {
+  temp: string
+  file: string
+  handle: FileHandle
+  /** its flush, when started early (settles with its error or null) */
+  synced?: Promise<unknown>
+}
 
 /** removes the restore temporaries a killed process left in the project tree (hidden names of ours only) */
 async function sweepRestores(dir: string): Promise<void> {
@@ -521,22 +530,26 @@ export class ArchiveService {
       const page = await this.knex('archive_files').where({ project_id: s.project_id, state: 'released' }).andWhere('id', '>', lastId).orderBy('id').limit(BATCH)
       if (!page.length) break
       lastId = Number(page[page.length - 1].id)
-      const staged: Array<{ f: any; temp: string; file: string; handle: FileHandle }> = []
+      const staged: Array<Restored & { f: any }> = []
       const errors = new Map<number, string>()
       const back: Array<{ f: any; mtimeMs: number }> = []
       const made = new Set<string>()
       try {
         await eachLimit(page, PARALLEL, async (f: any) => {
           try {
-            staged.push({ f, ...(await retryTransient(() => this.fetchRestore(s, target, root, f, ctx.signal, made), { signal: ctx.signal, onRetry: (err) => ctx.log.warn({ err }, `restore of ${f.path}: the target failed for now; retrying`) })) })
+            const restored = await retryTransient(() => this.fetchRestore(s, target, root, f, ctx.signal, made), { signal: ctx.signal, onRetry: (err) => ctx.log.warn({ err }, `restore of ${f.path}: the target failed for now; retrying`) })
+            // a large file's flush starts as soon as it checked out: the device writes it while the page's other files are copied and hashed
+            staged.push({ f, ...restored, synced: Number(f.size) >= EARLY_SYNC_FROM ? syncStarted(restored.handle) : undefined })
           } catch (err) {
             if (ctx.signal.aborted) throw err
             errors.set(Number(f.id), (err as Error).message)
           }
         })
-        // the bytes reach the device before any name points at them
+        // the bytes reach the device before any name points at them (a large file's flush started when it checked out)
         await eachLimit(staged, 8, async (one) => {
-          await one.handle.sync()
+          const early = await one.synced
+          if (early) throw early
+          if (!one.synced) await one.handle.sync()
           await one.handle.close()
         })
         const dirs = new Set<string>()
@@ -551,7 +564,8 @@ export class ArchiveService {
         }
         for (const dir of dirs) await fsyncPath(dir, 'r')
       } finally {
-        for (const { temp, handle } of staged) {
+        for (const { temp, handle, synced } of staged) {
+          await synced
           await handle.close().catch(() => {})
           // the temporary's name (linked, or failed): one unlink (rm's lstat first is a second call per file)
           await unlink(temp).catch((err) => (err.code === 'ENOENT' ? undefined : rm(temp, { force: true })))
@@ -584,7 +598,7 @@ export class ArchiveService {
   }
 
   /** the archived copy of one file into a temporary beside its place (left open for the page's fsync), hashed on the way and checked */
-  private async fetchRestore(s: StateRow, target: Target, root: string, f: any, signal: AbortSignal, made = new Set<string>()): Promise<{ temp: string; file: string; handle: FileHandle }> {
+  private async fetchRestore(s: StateRow, target: Target, root: string, f: any, signal: AbortSignal, made = new Set<string>()): Promise<Restored> {
     const file = path.join(root, ...relativeSegments(f.path, 'path'))
     const dir = path.dirname(file)
     // a page's files mostly share a few folders: each made once per page (`made`)
@@ -615,7 +629,7 @@ export class ArchiveService {
    * thread from 1 MiB) against the archived checksums: what is linked into the project is what was
    * hashed. The temporary is left open (read only) for the page's fsync.
    */
-  private async fetchRestoreByKernel(target: Target, key: string, f: any, want: Sums, file: string, temp: string, signal: AbortSignal): Promise<{ temp: string; file: string; handle: FileHandle }> {
+  private async fetchRestoreByKernel(target: Target, key: string, f: any, want: Sums, file: string, temp: string, signal: AbortSignal): Promise<Restored> {
     signal.throwIfAborted()
     const from = await target.open!(key)
     let handle: FileHandle | undefined
