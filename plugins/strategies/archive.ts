@@ -27,6 +27,8 @@ const BATCH = 64
  */
 const COUNTS_EVERY_MS = 1000
 const RESTORE_PREFIX = '.mamkit-restore-'
+/** a page's restored files flushed and linked (then their temporaries removed) this many at once: each is a few calls of the thread pool */
+const RESTORE_LINKS_AT_ONCE = 8
 
 /**
  * A page's row updates in one statement instead of one per row: `set col = case id when ? then
@@ -545,15 +547,14 @@ export class ArchiveService {
             errors.set(Number(f.id), (err as Error).message)
           }
         })
-        // the bytes reach the device before any name points at them (a large file's flush started when it checked out)
-        await eachLimit(staged, 8, async (one) => {
-          const early = await one.synced
-          if (early) throw early
-          if (!one.synced) await one.handle.sync()
-          await one.handle.close()
-        })
         const dirs = new Set<string>()
-        for (const { f, temp, file } of staged) {
+        // each file's bytes reach the device before its name points at them (a large file's flush
+        // started when it checked out), a few files at once
+        await eachLimit(staged, RESTORE_LINKS_AT_ONCE, async ({ f, temp, file, handle, synced }) => {
+          const early = await synced
+          if (early) throw early
+          if (!synced) await handle.sync()
+          await handle.close()
           try {
             await this.linkRestored(root, f, temp, file)
             dirs.add(path.dirname(file))
@@ -561,15 +562,15 @@ export class ArchiveService {
           } catch (err) {
             errors.set(Number(f.id), (err as Error).message)
           }
-        }
+        })
         for (const dir of dirs) await fsyncPath(dir, 'r')
       } finally {
-        for (const { temp, handle, synced } of staged) {
+        await eachLimit(staged, RESTORE_LINKS_AT_ONCE, async ({ temp, handle, synced }) => {
           await synced
           await handle.close().catch(() => {})
           // the temporary's name (linked, or failed): one unlink (rm's lstat first is a second call per file)
           await unlink(temp).catch((err) => (err.code === 'ENOENT' ? undefined : rm(temp, { force: true })))
-        }
+        })
       }
       const now = new Date()
       await this.knex.transaction(async (trx) => {

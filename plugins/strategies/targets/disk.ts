@@ -144,31 +144,24 @@ export class DiskTarget implements Target {
         const failed = new Map<string, Error>()
         const entries = [...staged]
         staged.clear()
-        // the data first, several files at once (the file system joins their journal commits) …
-        await eachLimit(entries, SYNCS_AT_ONCE, async ([key, { temp, handle, synced }]) => {
+        const dirs = new Set<string>()
+        // each file's data flushed, then its name given, several files at once (the file system joins
+        // their journal commits; a name waits for its own file's flush only) …
+        await eachLimit(entries, SYNCS_AT_ONCE, async ([key, { temp, file, handle, synced }]) => {
           try {
             const early = await synced
             if (early) throw early
             if (!synced) await handle.sync()
-          } catch (err) {
-            failed.set(key, diskError(err, this.destination) as Error)
-          } finally {
             await handle.close().catch(() => {})
-          }
-          if (failed.has(key)) await rm(temp, { force: true })
-        })
-        // … then the names, and each directory once so the renames outlive a crash too
-        const dirs = new Set<string>()
-        for (const [key, { temp, file }] of entries) {
-          if (failed.has(key)) continue
-          try {
             await rename(temp, file)
             dirs.add(path.dirname(file))
           } catch (err) {
             failed.set(key, diskError(err, this.destination) as Error)
+            await handle.close().catch(() => {})
             await rm(temp, { force: true })
           }
-        }
+        })
+        // … then each directory once, so the renames outlive a crash too
         for (const dir of dirs) await fsyncPath(dir, 'r')
         return failed
       },
