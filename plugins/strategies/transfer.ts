@@ -140,11 +140,11 @@ const changed = (a: Stats, b: Stats) => a.size !== b.size || a.mtimeMs !== b.mti
 /**
  * Copies files to a target in one pass each and verifies them: every file is opened inside its root
  * (never a symlink out of it; InsideRoot: each root and folder resolved once per call) and streamed
- * through the hasher into one batch of the target (a few at once), so the bytes sent are the bytes hashed; the original must be unchanged afterwards (size,
- * modification and change time, and its known checksums). A target that stores the
- * checksums with the object (S3) has the file hashed first when they are not known. The batch is
- * then committed (durable: see PutBatch), and only then each copy is verified per `check`, a few
- * read-backs at once. Transient target errors are retried per file with a bounded backoff.
+ * through the hasher into one batch of the target (a few at once), so the bytes sent are the bytes
+ * hashed; the original must be unchanged afterwards (size, modification and change time, and its
+ * known checksums). A target that stores the checksums with the object (S3) has the file hashed
+ * first when they are not known. The batch is then committed (durable: see PutBatch), and only then
+ * each copy is verified per `check` (unless it was read back already), a few read-backs at once. Transient target errors are retried per file with a bounded backoff.
  *
  * Per-file failures (isFileFailure) come back in the list; any other error is thrown once nothing
  * is in flight any more, with the batch's uncommitted objects removed.
