@@ -61,7 +61,7 @@ export { LoginThrottle } from './auth/throttle.js'
 export { clientApp } from './system/session-routes.js'
 
 // storage: paths that never escape their storage, exclusive names, the journal of file operations
-export { resolveInside, relativeSegments, isInside, safeName, openInside, uploadName, makeDirs, type OpenedFile } from './storage/paths.js'
+export { resolveInside, relativeSegments, isInside, safeName, openInside, InsideRoot, uploadName, makeDirs, type OpenedFile } from './storage/paths.js'
 export { StorageRegistry, type Storage } from './storage/storages.js'
 export { linkExclusive, moveExclusive } from './storage/exclusive.js'
 export { identityOf, sameFile, type FileIdentity } from './storage/identity.js'

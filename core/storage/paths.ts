@@ -139,14 +139,20 @@ async function realPathOfOpened(handle: FileHandle, file: string, stats: Stats):
 export async function openInside(root: string, relative: string, what: string): Promise<OpenedFile> {
   const realRoot = await realpath(root)
   const file = path.join(realRoot, ...relative.split('/'))
-  const refuse = () => Object.assign(new MamError('forbidden', `The file of ${what} leads outside its storage; it is not read`), { permanent: true })
-  if (!isInside(realRoot, await realpath(file))) throw refuse()
+  if (!isInside(realRoot, await realpath(file))) throw leadsOutside(what)
+  return openChecked(realRoot, file, what, 0)
+}
+
+const leadsOutside = (what: string) => Object.assign(new MamError('forbidden', `The file of ${what} leads outside its storage; it is not read`), { permanent: true })
+
+/** opens `file` (its folders checked already), then checks the descriptor's real path against `realRoot` (a swap in between) */
+async function openChecked(realRoot: string, file: string, what: string, extraFlags: number): Promise<OpenedFile> {
   // O_NONBLOCK: a FIFO swapped in must not hang the open; regular files ignore it
-  const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY)
+  const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY | extraFlags)
   try {
     const stats = await handle.stat()
     const realPath = await realPathOfOpened(handle, file, stats)
-    if (!isInside(realRoot, realPath)) throw refuse()
+    if (!isInside(realRoot, realPath)) throw leadsOutside(what)
     if (!stats.isFile()) throw Object.assign(new MamError('conflict', `The file of ${what} is not a regular file`), { permanent: true })
     return {
       handle,
@@ -158,6 +164,60 @@ export async function openInside(root: string, relative: string, what: string): 
   } catch (err) {
     await handle.close()
     throw err
+  }
+}
+
+/**
+ * `openInside` for many files below one root in a short while (a page of an archive or a copy):
+ * the root's real path is resolved once, and each folder's real path once (checked inside the
+ * root), instead of two realpaths per file, each a walk of the whole path. A file is then opened
+ * by its checked folder and its name with O_NOFOLLOW, so nothing outside is opened unless a folder
+ * is swapped meanwhile, which the check on the opened descriptor catches as openInside's does; a
+ * name that is a symbolic link (ELOOP) is checked as openInside checks it. Same errors as openInside.
+ * Hold one only for a short while: a folder moved later is not seen moved (the check after the
+ * open still holds).
+ */
+export class InsideRoot {
+  private readonly folders = new Map<string, Promise<string>>()
+  private constructor(readonly realRoot: string) {}
+
+  static async of(root: string): Promise<InsideRoot> {
+    return new InsideRoot(await realpath(root))
+  }
+
+  async open(relative: string, what: string): Promise<OpenedFile> {
+    try {
+      return await openChecked(this.realRoot, await this.pathOf(relative, what), what, constants.O_NOFOLLOW)
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ELOOP') throw err
+      return openInside(this.realRoot, relative, what)
+    }
+  }
+
+  /**
+   * The path of `relative` through its folder's checked real path, the name itself not resolved:
+   * for calls that act on the name and never follow it (lstat, unlink).
+   */
+  async pathOf(relative: string, what: string): Promise<string> {
+    const segments = relative.split('/')
+    const name = segments.pop()!
+    // a last segment that names a folder (`..`, `.`) is resolved and checked whole
+    if (name === '..' || name === '.') return this.folder(relative, what)
+    return path.join(await this.folder(segments.join('/'), what), name)
+  }
+
+  private folder(relative: string, what: string): Promise<string> {
+    let real = this.folders.get(relative)
+    if (!real) {
+      real = realpath(path.join(this.realRoot, relative)).then((dir) => {
+        if (!isInside(this.realRoot, dir)) throw leadsOutside(what)
+        return dir
+      })
+      // a folder that failed (missing, outside) is asked again next time
+      real.catch(() => this.folders.delete(relative))
+      this.folders.set(relative, real)
+    }
+    return real
   }
 }
 

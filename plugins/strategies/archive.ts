@@ -5,14 +5,14 @@ import path from 'node:path'
 import type { Logger } from 'pino'
 import type { ProjectService } from '../projects/index.js'
 import type { StrategyRow, StrategyService } from './strategies.js'
-import { byKernel, copyKernel, fsyncPath, readAll, sameContent, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
+import { EARLY_SYNC_FROM, byKernel, copyKernel, fsyncPath, syncStarted, readAll, sameContent, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
 import { projectArchived, projectUnarchived } from './events.js'
 import { FileError, PARALLEL, copyVerified, readObject, verify, type TransmissionCheck } from './transfer.js'
 import { eachLimit, retryTransient } from './concurrency.js'
 import type { Copier } from './copier.js'
 export { FileError, verify, type TransmissionCheck } from './transfer.js'
 
-import { preparedReadIn, MamError, conflict, isUniqueViolation, iso, linkExclusive, notFound, openInside, relativeSegments, type Knex, type Outbox, type StorageJournal } from '../../core/index.js'
+import { preparedReadIn, InsideRoot, MamError, conflict, isUniqueViolation, iso, linkExclusive, notFound, openInside, relativeSegments, type Knex, type Outbox, type StorageJournal } from '../../core/index.js'
 /** states a running archive job moves through; the others are where it rests */
 export const ACTIVE = ['queued', 'copying', 'verifying', 'releasing', 'restoring', 'moving'] as const
 export type ArchiveState = (typeof ACTIVE)[number] | 'archived' | 'online' | 'failed' | 'cancelled'
@@ -20,7 +20,15 @@ export type Direction = 'archive' | 'unarchive' | 'move'
 
 /** files per page: one batch of the target (flushed together) and one transaction for their rows */
 const BATCH = 64
+/**
+ * The state's counts (a scan of the project's file rows) at most this often while pages go by, not
+ * once per page: a page per ~50 ms of small files, and the scan grows with the project (a million
+ * files make 15,625 pages). Each stage counts once more at its end.
+ */
+const COUNTS_EVERY_MS = 1000
 const RESTORE_PREFIX = '.mamkit-restore-'
+/** a page's restored files flushed and linked (then their temporaries removed) this many at once: each is a few calls of the thread pool */
+const RESTORE_LINKS_AT_ONCE = 8
 
 /**
  * A page's row updates in one statement instead of one per row: `set col = case id when ? then
@@ -104,6 +112,18 @@ async function* walk(root: string, rel = ''): AsyncGenerator<{ path: string; siz
   }
 }
 
+
+/** null for a file (or folder) that is not there; any other error stays */
+const unlessMissing = (err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? null : Promise.reject(err))
+
+/** a file restored under a temporary name (still open for its flush) and the name it takes */
+interface Restored {
+  temp: string
+  file: string
+  handle: FileHandle
+  /** its flush, when started early (settles with its error or null) */
+  synced?: Promise<unknown>
+}
 
 /** removes the restore temporaries a killed process left in the project tree (hidden names of ours only) */
 async function sweepRestores(dir: string): Promise<void> {
@@ -365,6 +385,7 @@ export class ArchiveService {
       await target.sweep(s.archive_key)
       await this.listFiles(s, strategy, root)
       const check = strategy.transmission_check as TransmissionCheck
+      const paced = this.pacedCounts(s, ctx, 0.9)
       // a page at a time: copied a few at once in one pass each, made durable together, verified, recorded in one transaction
       for (let lastId = 0; ; ) {
         if (await this.cancelledNow(s.id)) return this.cancelRun((await this.state(s.project_id))!, ctx)
@@ -389,7 +410,7 @@ export class ArchiveService {
           const verified = outcomes.flatMap((o) => (o.error ? [] : [{ id: Number(o.item.id), values: { size: o.sums.size, mtime_ms: o.mtimeMs, sha256: o.sums.sha256, crc32: o.sums.crc32 } }]))
           await updateRows(trx, 'archive_files', verified, { size: 'bigint', mtime_ms: 'bigint', sha256: 'text', crc32: 'text' }, { state: 'verified', error: null, updated_at: now }, { state: 'pending' })
         })
-        await this.counts(s, ctx, 0.9)
+        await paced()
       }
       const failed = await this.counts(s, ctx, 0.9)
       if (failed) {
@@ -435,14 +456,15 @@ export class ArchiveService {
       lastId = Number(page[page.length - 1].id)
       const gone: any[] = []
       const kept: any[] = []
+      // the name itself (lstat, unlink: never followed) in its folder, resolved and checked inside the root once per page
+      const inside = await InsideRoot.of(root)
       await eachLimit(page, PARALLEL, async (f: any) => {
-        const opened = await openInside(root, f.path, `file ${f.path}`).catch((err) => (err.code === 'ENOENT' ? null : Promise.reject(err)))
-        if (opened) {
-          const same = opened.stats.size === Number(f.size) && Math.floor(opened.stats.mtimeMs) === Number(f.mtime_ms)
-          await opened.close()
-          // written to since its copy was verified: the copy is not this file; it stays online
-          if (!same) return void kept.push(f)
-          await unlink(path.join(root, ...relativeSegments(f.path, 'path')))
+        const file = await inside.pathOf(f.path, `file ${f.path}`).catch(unlessMissing)
+        const stats = file && (await lstat(file).catch(unlessMissing))
+        if (file && stats) {
+          // written to (or replaced by other than a plain file) since its copy was verified: the copy is not this file; it stays online
+          if (!stats.isFile() || stats.size !== Number(f.size) || Math.floor(stats.mtimeMs) !== Number(f.mtime_ms)) return void kept.push(f)
+          await unlink(file)
         }
         gone.push(f)
       })
@@ -471,6 +493,16 @@ export class ArchiveService {
     return released
   }
 
+  /** `counts` for a loop of pages: at most once per COUNTS_EVERY_MS */
+  private pacedCounts(s: StateRow, ctx: RunContext, scale: number): () => Promise<void> {
+    let last = 0
+    return async () => {
+      if (performance.now() - last < COUNTS_EVERY_MS) return
+      last = performance.now()
+      await this.counts(s, ctx, scale)
+    }
+  }
+
   private async counts(s: StateRow, ctx: RunContext, scale: number): Promise<number> {
     const rows = await this.knex('archive_files').where({ project_id: s.project_id }).groupBy('state').select('state', this.knex.raw('count(*) as n'))
     const by = Object.fromEntries(rows.map((r: any) => [r.state, Number(r.n)]))
@@ -492,6 +524,7 @@ export class ArchiveService {
    */
   private async restoreFiles(s: StateRow, target: Target, root: string, ctx: RunContext, stopOnCancel: boolean): Promise<{ restored: number; failed: number }> {
     await sweepRestores(root)
+    const paced = this.pacedCounts(s, ctx, 1)
     let restored = 0
     let failed = 0
     for (let lastId = 0; ; ) {
@@ -499,26 +532,29 @@ export class ArchiveService {
       const page = await this.knex('archive_files').where({ project_id: s.project_id, state: 'released' }).andWhere('id', '>', lastId).orderBy('id').limit(BATCH)
       if (!page.length) break
       lastId = Number(page[page.length - 1].id)
-      const staged: Array<{ f: any; temp: string; file: string; handle: FileHandle }> = []
+      const staged: Array<Restored & { f: any }> = []
       const errors = new Map<number, string>()
       const back: Array<{ f: any; mtimeMs: number }> = []
       const made = new Set<string>()
       try {
         await eachLimit(page, PARALLEL, async (f: any) => {
           try {
-            staged.push({ f, ...(await retryTransient(() => this.fetchRestore(s, target, root, f, ctx.signal, made), { signal: ctx.signal, onRetry: (err) => ctx.log.warn({ err }, `restore of ${f.path}: the target failed for now; retrying`) })) })
+            const restored = await retryTransient(() => this.fetchRestore(s, target, root, f, ctx.signal, made), { signal: ctx.signal, onRetry: (err) => ctx.log.warn({ err }, `restore of ${f.path}: the target failed for now; retrying`) })
+            // a large file's flush starts as soon as it checked out: the device writes it while the page's other files are copied and hashed
+            staged.push({ f, ...restored, synced: Number(f.size) >= EARLY_SYNC_FROM ? syncStarted(restored.handle) : undefined })
           } catch (err) {
             if (ctx.signal.aborted) throw err
             errors.set(Number(f.id), (err as Error).message)
           }
         })
-        // the bytes reach the device before any name points at them
-        await eachLimit(staged, 8, async (one) => {
-          await one.handle.sync()
-          await one.handle.close()
-        })
         const dirs = new Set<string>()
-        for (const { f, temp, file } of staged) {
+        // each file's bytes reach the device before its name points at them (a large file's flush
+        // started when it checked out), a few files at once
+        await eachLimit(staged, RESTORE_LINKS_AT_ONCE, async ({ f, temp, file, handle, synced }) => {
+          const early = await synced
+          if (early) throw early
+          if (!synced) await handle.sync()
+          await handle.close()
           try {
             await this.linkRestored(root, f, temp, file)
             dirs.add(path.dirname(file))
@@ -526,14 +562,15 @@ export class ArchiveService {
           } catch (err) {
             errors.set(Number(f.id), (err as Error).message)
           }
-        }
+        })
         for (const dir of dirs) await fsyncPath(dir, 'r')
       } finally {
-        for (const { temp, handle } of staged) {
+        await eachLimit(staged, RESTORE_LINKS_AT_ONCE, async ({ temp, handle, synced }) => {
+          await synced
           await handle.close().catch(() => {})
           // the temporary's name (linked, or failed): one unlink (rm's lstat first is a second call per file)
           await unlink(temp).catch((err) => (err.code === 'ENOENT' ? undefined : rm(temp, { force: true })))
-        }
+        })
       }
       const now = new Date()
       await this.knex.transaction(async (trx) => {
@@ -554,14 +591,15 @@ export class ArchiveService {
       })
       restored += back.length
       failed += errors.size
-      await this.counts(s, ctx, 1)
+      await paced()
     }
+    await this.counts(s, ctx, 1)
     await this.projects.refreshTeamSpace(s.project_id)
     return { restored, failed }
   }
 
   /** the archived copy of one file into a temporary beside its place (left open for the page's fsync), hashed on the way and checked */
-  private async fetchRestore(s: StateRow, target: Target, root: string, f: any, signal: AbortSignal, made = new Set<string>()): Promise<{ temp: string; file: string; handle: FileHandle }> {
+  private async fetchRestore(s: StateRow, target: Target, root: string, f: any, signal: AbortSignal, made = new Set<string>()): Promise<Restored> {
     const file = path.join(root, ...relativeSegments(f.path, 'path'))
     const dir = path.dirname(file)
     // a page's files mostly share a few folders: each made once per page (`made`)
@@ -592,7 +630,7 @@ export class ArchiveService {
    * thread from 1 MiB) against the archived checksums: what is linked into the project is what was
    * hashed. The temporary is left open (read only) for the page's fsync.
    */
-  private async fetchRestoreByKernel(target: Target, key: string, f: any, want: Sums, file: string, temp: string, signal: AbortSignal): Promise<{ temp: string; file: string; handle: FileHandle }> {
+  private async fetchRestoreByKernel(target: Target, key: string, f: any, want: Sums, file: string, temp: string, signal: AbortSignal): Promise<Restored> {
     signal.throwIfAborted()
     const from = await target.open!(key)
     let handle: FileHandle | undefined

@@ -1,6 +1,6 @@
 import type { Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
-import { MamError, openInside } from '../../core/index.js'
+import { InsideRoot, MamError, openInside } from '../../core/index.js'
 import { eachLimit, retryTransient } from './concurrency.js'
 import { compareInThread, type CompareFds } from './compare.js'
 import { byKernel, copyInThread, readAll, sameContent, sameSums, sumsOf, writeHashed, type CopyFds, type Sums, type Target } from './targets/types.js'
@@ -139,12 +139,12 @@ const changed = (a: Stats, b: Stats) => a.size !== b.size || a.mtimeMs !== b.mti
 
 /**
  * Copies files to a target in one pass each and verifies them: every file is opened inside its root
- * (never a symlink out of it) and streamed through the hasher into one batch of the target (a few
- * at once), so the bytes sent are the bytes hashed; the original must be unchanged afterwards (size,
- * modification and change time, and its known checksums). A target that stores the
- * checksums with the object (S3) has the file hashed first when they are not known. The batch is
- * then committed (durable: see PutBatch), and only then each copy is verified per `check`, a few
- * read-backs at once. Transient target errors are retried per file with a bounded backoff.
+ * (never a symlink out of it; InsideRoot: each root and folder resolved once per call) and streamed
+ * through the hasher into one batch of the target (a few at once), so the bytes sent are the bytes
+ * hashed; the original must be unchanged afterwards (size, modification and change time, and its
+ * known checksums). A target that stores the checksums with the object (S3) has the file hashed
+ * first when they are not known. The batch is then committed (durable: see PutBatch), and only then
+ * each copy is verified per `check` (unless it was read back already), a few read-backs at once. Transient target errors are retried per file with a bounded backoff.
  *
  * Per-file failures (isFileFailure) come back in the list; any other error is thrown once nothing
  * is in flight any more, with the batch's uncommitted objects removed.
@@ -155,10 +155,16 @@ export async function copyVerified<T>(target: Target, files: Array<SourceFile<T>
   const sent: Array<{ file: SourceFile<T>; sums: Sums; size: number; mtimeMs: number; stats: Stats; readBack: boolean }> = []
   const batch = target.batch()
   const retry = <R>(what: string, fn: () => Promise<R>) => retryTransient(fn, { signal, onRetry: (err) => options.onRetry?.(err, what) })
+  const roots = new Map<string, Promise<InsideRoot>>()
+  const insideOf = (root: string) => {
+    let inside = roots.get(root)
+    if (!inside) roots.set(root, (inside = InsideRoot.of(root)))
+    return inside
+  }
   try {
     await eachLimit(files, PARALLEL, async (file) => {
       try {
-        const copied = await retry(`copy of ${file.path}`, () => copyOne(target, batch, file, options))
+        const copied = await retry(`copy of ${file.path}`, () => copyOne(target, batch, file, insideOf, options))
         if (copied.reused) out.push({ item: file.item, sums: copied.sums, size: copied.size, mtimeMs: copied.mtimeMs, reused: true })
         else sent.push({ file, ...copied })
       } catch (err) {
@@ -175,9 +181,12 @@ export async function copyVerified<T>(target: Target, files: Array<SourceFile<T>
         if (err) throw err
         // nothing below `none`: a copy must at least have the size of its original before anything is released
         // a large copy on disk is compared with its original (read again) rather than hashed a second time;
-        // a kernel copy of known sums was read back and hashed already (copyOne): its size is left to check
-        const original: Original = { root: file.root, path: file.path, stats, compare }
-        await retry(`verification of ${file.key}`, () => verify(target, file.key, sums, readBack ? 'size' : check, signal, options.copy, original))
+        // a copy read back through its temporary's descriptor (copyOne: size and SHA-256) is verified
+        // already: the commit flushed that very file and renamed it into place
+        if (!readBack) {
+          const original: Original = { root: file.root, path: file.path, stats, compare }
+          await retry(`verification of ${file.key}`, () => verify(target, file.key, sums, check, signal, options.copy, original))
+        }
         out.push({ item: file.item, sums, size, mtimeMs, reused: false })
       } catch (err) {
         if (signal.aborted || !isFileFailure(err)) throw err
@@ -190,8 +199,8 @@ export async function copyVerified<T>(target: Target, files: Array<SourceFile<T>
   }
 }
 
-async function copyOne<T>(target: Target, batch: ReturnType<Target['batch']>, file: SourceFile<T>, options: CopyOptions): Promise<{ sums: Sums; size: number; mtimeMs: number; stats: Stats; reused: boolean; readBack: boolean }> {
-  const opened = await openInside(file.root, file.path, `file ${file.path}`).catch((err) => {
+async function copyOne<T>(target: Target, batch: ReturnType<Target['batch']>, file: SourceFile<T>, insideOf: (root: string) => Promise<InsideRoot>, options: CopyOptions): Promise<{ sums: Sums; size: number; mtimeMs: number; stats: Stats; reused: boolean; readBack: boolean }> {
+  const opened = await insideOf(file.root).then((inside) => inside.open(file.path, `file ${file.path}`)).catch((err) => {
     if (err.code === 'ENOENT') throw new FileError(`${file.path} vanished before it was copied`)
     if (err instanceof MamError) throw new FileError(err.message)
     throw err
@@ -229,8 +238,8 @@ async function copyOne<T>(target: Target, batch: ReturnType<Target['batch']>, fi
     }
     // a disk target takes the file by descriptor (one pass in a worker); S3 streams it through its upload
     // a fingerprint check of a small file on disk: the temporary is read back through its own
-    // descriptor right after it was written (SHA-256 of the bytes in it), instead of the object
-    // being opened again after the commit; the commit's object then has its size checked (verify)
+    // descriptor right after it was written (SHA-256 of the bytes in it, and their count), instead
+    // of the object being opened again after the commit
     const backNow = options.check === 'fingerprint' && size < COMPARE_FROM && !!batch.putFile
     const { back, ...got }: Sums & { back?: Sums } = batch.putFile ? await batch.putFile(file.key, opened.handle, size, copy, options.signal, backNow ? copy : undefined) : await batch.put(file.key, readAll(opened.handle, size), sums, options.signal)
     const after = await opened.handle.stat()

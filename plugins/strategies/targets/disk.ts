@@ -2,20 +2,13 @@ import { randomBytes } from 'node:crypto'
 import { mkdir, open, readdir, realpath, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 import { Readable } from 'node:stream'
-import { KERNEL_COPY, copyKernel, fsyncPath, readAll, writeHashed, type Head, type PutBatch, type Sums, type Target } from './types.js'
+import { EARLY_SYNC_FROM, KERNEL_COPY, copyKernel, fsyncPath, syncStarted, readAll, writeHashed, type Head, type PutBatch, type Sums, type Target } from './types.js'
 import { eachLimit } from '../concurrency.js'
 
 import { MamError, isInside, relativeSegments } from '../../../core/index.js'
 const PART = '.mamkit-part-'
 /** fsyncs in flight at once in a batch's commit */
 const SYNCS_AT_ONCE = 8
-/**
- * From this size a file put from a descriptor is flushed as soon as it is written, not at the
- * commit: few such files are in flight at once (no pile of fsyncs holding the thread pool), and
- * the device writes one while the CPU hashes the next. Small files wait for the commit, where
- * the file system joins their flushes.
- */
-const EARLY_SYNC_FROM = 8 << 20
 
 
 /** a full disk is the client's business (507), named so; other errors stay what they are */
@@ -102,7 +95,7 @@ export class DiskTarget implements Target {
         if (readBack) sums.back = await readBack(handle)
         if (staged.has(key)) await remove(key)
         // a large file's flush starts at once (the commit waits for it): the device writes while the next files are hashed
-        const synced = syncNow ? handle.sync().then(() => null, (err: unknown) => err) : undefined
+        const synced = syncNow ? syncStarted(handle) : undefined
         staged.set(key, { temp, file: names.file, handle, synced })
         return sums
       } catch (err) {
@@ -125,7 +118,7 @@ export class DiskTarget implements Target {
         // read back before its flush starts: an fsync holds one of libuv's 4 threads for as long as the
         // device writes, and the read-back's reads (a worker's too) queue behind it in the same pool
         const back = readBack ? await readBack(handle, null, size, signal, true) : null
-        synced = size >= EARLY_SYNC_FROM ? handle.sync().then(() => null, (err: unknown) => err) : undefined
+        synced = size >= EARLY_SYNC_FROM ? syncStarted(handle) : undefined
         const copied = (await handle.stat()).size
         if (staged.has(key)) await remove(key)
         staged.set(key, { temp, file: names.file, handle, synced })
@@ -151,31 +144,24 @@ export class DiskTarget implements Target {
         const failed = new Map<string, Error>()
         const entries = [...staged]
         staged.clear()
-        // the data first, several files at once (the file system joins their journal commits) …
-        await eachLimit(entries, SYNCS_AT_ONCE, async ([key, { temp, handle, synced }]) => {
+        const dirs = new Set<string>()
+        // each file's data flushed, then its name given, several files at once (the file system joins
+        // their journal commits; a name waits for its own file's flush only) …
+        await eachLimit(entries, SYNCS_AT_ONCE, async ([key, { temp, file, handle, synced }]) => {
           try {
             const early = await synced
             if (early) throw early
             if (!synced) await handle.sync()
-          } catch (err) {
-            failed.set(key, diskError(err, this.destination) as Error)
-          } finally {
             await handle.close().catch(() => {})
-          }
-          if (failed.has(key)) await rm(temp, { force: true })
-        })
-        // … then the names, and each directory once so the renames outlive a crash too
-        const dirs = new Set<string>()
-        for (const [key, { temp, file }] of entries) {
-          if (failed.has(key)) continue
-          try {
             await rename(temp, file)
             dirs.add(path.dirname(file))
           } catch (err) {
             failed.set(key, diskError(err, this.destination) as Error)
+            await handle.close().catch(() => {})
             await rm(temp, { force: true })
           }
-        }
+        })
+        // … then each directory once, so the renames outlive a crash too
         for (const dir of dirs) await fsyncPath(dir, 'r')
         return failed
       },

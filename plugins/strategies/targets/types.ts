@@ -232,6 +232,17 @@ export async function copyKernel(from: FileHandle, to: string): Promise<void> {
   await copyFile(`/proc/self/fd/${from.fd}`, to, constants.COPYFILE_EXCL)
 }
 
+/**
+ * From this size a file written (a put from a descriptor, a restore) is flushed as soon as it is
+ * written and checked, not with the rest of its batch or page: few such files are in flight at once
+ * (no pile of fsyncs holding the thread pool), and the device writes one while the CPU hashes the
+ * next. Small files wait for the batch, where the file system joins their flushes.
+ */
+export const EARLY_SYNC_FROM = 8 << 20
+
+/** a flush started now, settling with its error or null (nothing waits for it to fail meanwhile) */
+export const syncStarted = (handle: FileHandle): Promise<unknown> => handle.sync().then(() => null, (err: unknown) => err)
+
 /** flushes a file or a directory to the device */
 export async function fsyncPath(file: string, flags: 'r' | 'r+'): Promise<void> {
   const handle = await open(file, flags)
