@@ -45,7 +45,7 @@ export interface PreparedRead<R = Row> {
 /** a value, or the promise of it when it had to wait (`PreparedRead.now`) */
 export type MaybePromise<T> = T | Promise<T>
 
-/** `fn` of the value: at once when it is there, after it when it is a promise */
+/** `fn` of the value: at once when it is there, after it when it is a Promise (a Promise: other thenables, a knex builder, are values here) */
 export function andThen<T, U>(value: MaybePromise<T>, fn: (value: T) => MaybePromise<U>): MaybePromise<U> {
   return value instanceof Promise ? value.then(fn) : fn(value)
 }
