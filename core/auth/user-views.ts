@@ -1,7 +1,7 @@
 import type { EntityManager } from '../db/orm.js'
 import type { Principal } from './principal.js'
 import { serializeUser, type UserView } from './accounts.js'
-import { andThen, type MaybePromise } from '../db/rows.js'
+import { andThen, eachInTurn, type MaybePromise } from '../db/rows.js'
 
 export type UserJson = ReturnType<typeof serializeUser> & Record<string, unknown>
 
@@ -32,13 +32,7 @@ export class UserViews {
   render(em: EntityManager | (() => EntityManager), users: readonly UserView[], viewer: UserViewer): MaybePromise<UserJson[]> {
     const json = users.map((u) => serializeUser(u) as UserJson)
     const lazy = typeof em === 'function' ? em : () => em
-    const decorateFrom = (i: number): MaybePromise<void> => {
-      for (; i < this.decorators.length; i++) {
-        const waiting = this.decorators[i](lazy, users, json)
-        if (waiting instanceof Promise) return waiting.then(() => decorateFrom(i + 1))
-      }
-    }
-    return andThen(decorateFrom(0), () => {
+    return andThen(eachInTurn(this.decorators, (decorate) => decorate(lazy, users, json)), () => {
       if (!viewer.isAdmin) for (const u of json) if (u.id !== viewer.userId) delete (u as Partial<UserJson>).email
       return json
     })

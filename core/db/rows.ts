@@ -50,6 +50,20 @@ export function andThen<T, U>(value: MaybePromise<T>, fn: (value: T) => MaybePro
   return value instanceof Promise ? value.then(fn) : fn(value)
 }
 
+/** `fn` for each item in turn, waiting only after a call that returned a promise (decorators of a view) */
+export function eachInTurn<T>(items: readonly T[], fn: (item: T, index: number) => MaybePromise<unknown>): MaybePromise<void> {
+  const from = (i: number): MaybePromise<void> => {
+    for (; i < items.length; i++) {
+      const waiting = fn(items[i], i)
+      if (waiting instanceof Promise) {
+        const next = i + 1
+        return waiting.then(() => from(next))
+      }
+    }
+  }
+  return from(0)
+}
+
 const sqliteStatements = new WeakMap<object, Map<string, any>>()
 const pgNames = new Map<string, string>()
 
@@ -166,7 +180,7 @@ export function limitSql(n: number): [string, number[]] {
  * offset plus its rows is the count, without the `count(*)` (`count`) that would read every match's
  * index entry again. Only a full page, or one past the end, needs the query.
  */
-export function pageTotal(offset: number, perPage: number, found: number, count: () => Promise<number>): Promise<number> {
-  if (found < perPage && (found > 0 || offset === 0)) return Promise.resolve(offset + found)
+export function pageTotal(offset: number, perPage: number, found: number, count: () => MaybePromise<number>): MaybePromise<number> {
+  if (found < perPage && (found > 0 || offset === 0)) return offset + found
   return count()
 }

@@ -1,5 +1,5 @@
 import { identityEvents } from './events.js'
-import { definePlugin, aliasOf, andThen, coreServices, preparedRead, Type, type MamConfig, type MaybePromise } from '../../core/index.js'
+import { definePlugin, aliasOf, andThen, coreServices, eachInTurn, preparedRead, Type, type MamConfig, type MaybePromise } from '../../core/index.js'
 import { identityServices } from './refs.js'
 import { identityEntities } from './entities.js'
 import { migrations } from './migrations.js'
@@ -65,25 +65,20 @@ export const identityPlugin = definePlugin({
         ids.length === 1
           ? membershipsOfOne.now(ids)
           : Promise.resolve(knex('team_memberships as m').join('teams as t', 't.id', 'm.team_id').whereIn('m.user_id', ids).orderBy('t.name').select('m.user_id', 't.id', 't.name', 't.owner_id'))
-      return andThen(memberships, (rows) => {
-        const put = (i: number, mine: any[], own: { id: number; name: string }) => {
-          const list = mine.map((m: any) => ({ id: Number(m.id), name: m.name as string }))
-          if (!list.some((t) => t.id === Number(own.id))) list.push({ id: Number(own.id), name: own.name })
-          json[i].own_team_id = Number(own.id)
-          json[i].teams = list
-        }
-        const from = (i: number): MaybePromise<void> => {
-          for (; i < users.length; i++) {
-            const user = users[i]
-            const mine = rows.filter((m: any) => Number(m.user_id) === user.id)
-            const own = mine.find((m: any) => Number(m.owner_id) === user.id)
-            if (own) put(i, mine, own)
-            // users created outside this plugin (the CLI, the core) get their own team on first sight
-            else return teams.ensureOwnTeam(em(), user).then((created) => (put(i, mine, created), from(i + 1)))
+      return andThen(memberships, (rows) =>
+        eachInTurn(users, (user, i) => {
+          const mine = rows.filter((m: any) => Number(m.user_id) === user.id)
+          const put = (own: { id: number; name: string }) => {
+            const list = mine.map((m: any) => ({ id: Number(m.id), name: m.name as string }))
+            if (!list.some((t) => t.id === Number(own.id))) list.push({ id: Number(own.id), name: own.name })
+            json[i].own_team_id = Number(own.id)
+            json[i].teams = list
           }
-        }
-        return from(0)
-      })
+          const own = mine.find((m: any) => Number(m.owner_id) === user.id)
+          // users created outside this plugin (the CLI, the core) get their own team on first sight
+          return own ? put(own) : teams.ensureOwnTeam(em(), user).then(put)
+        }),
+      )
     })
   },
 })
