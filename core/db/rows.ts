@@ -55,10 +55,7 @@ export function eachInTurn<T>(items: readonly T[], fn: (item: T, index: number) 
   const from = (i: number): MaybePromise<void> => {
     for (; i < items.length; i++) {
       const waiting = fn(items[i], i)
-      if (waiting instanceof Promise) {
-        const next = i + 1
-        return waiting.then(() => from(next))
-      }
+      if (waiting instanceof Promise) return waiting.then(() => from(i + 1))
     }
   }
   return from(0)
