@@ -28,8 +28,38 @@ export const escapeLike = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${
 export const containsIgnoringCase = (sqlColumn: string, text: string): [string, string[]] => [`lower(${sqlColumn}) like ? escape '\\'`, [`%${escapeLike(text.toLowerCase())}%`]]
 
 type Row = Record<string, any>
+
 /** a statement compiled once, run with its parameters; rows as the driver gives them (read them with `column`) */
-export type PreparedRead<R = Row> = (params: readonly unknown[]) => Promise<R[]>
+export interface PreparedRead<R = Row> {
+  (params: readonly unknown[]): Promise<R[]>
+  /**
+   * The rows at once while SQLite's connection is free, else (PostgreSQL, or SQLite's connection
+   * held by a transaction) their promise. A GET handler that reads through `now` and continues with
+   * `andThen` answers without a promise when nothing had to wait: the request path then stays
+   * synchronous (core/http/README.md), which with MikroORM's AsyncLocalStorage active saves an
+   * async hook per promise and Koa's asynchronous respond (route sweep: `/status/:id`, `/session`).
+   */
+  now(params: readonly unknown[]): R[] | Promise<R[]>
+}
+
+/** a value, or the promise of it when it had to wait (`PreparedRead.now`) */
+export type MaybePromise<T> = T | Promise<T>
+
+/** `fn` of the value: at once when it is there, after it when it is a Promise (a Promise: other thenables, a knex builder, are values here) */
+export function andThen<T, U>(value: MaybePromise<T>, fn: (value: T) => MaybePromise<U>): MaybePromise<U> {
+  return value instanceof Promise ? value.then(fn) : fn(value)
+}
+
+/** `fn` for each item in turn, waiting only after a call that returned a promise (decorators of a view) */
+export function eachInTurn<T>(items: readonly T[], fn: (item: T, index: number) => MaybePromise<unknown>): MaybePromise<void> {
+  const from = (i: number): MaybePromise<void> => {
+    for (; i < items.length; i++) {
+      const waiting = fn(items[i], i)
+      if (waiting instanceof Promise) return waiting.then(() => from(i + 1))
+    }
+  }
+  return from(0)
+}
 
 const sqliteStatements = new WeakMap<object, Map<string, any>>()
 const pgNames = new Map<string, string>()
@@ -52,7 +82,7 @@ export function preparedRead<R = Row>(knex: { client: any }, sql: string): Prepa
     const text = sql.replace(/\?/g, () => `$${++n}`)
     let name = pgNames.get(text)
     if (!name) pgNames.set(text, (name = `mamkit_read_${pgNames.size + 1}`))
-    return async (params) => {
+    const read = async (params: readonly unknown[]) => {
       const conn = await client.acquireConnection()
       try {
         return (await conn.query({ name, text, values: params })).rows
@@ -60,6 +90,7 @@ export function preparedRead<R = Row>(knex: { client: any }, sql: string): Prepa
         await client.releaseConnection(conn)
       }
     }
+    return Object.assign(read, { now: read })
   }
   const run = (conn: any, params: readonly unknown[]) => {
     let statements = sqliteStatements.get(conn)
@@ -68,9 +99,7 @@ export function preparedRead<R = Row>(knex: { client: any }, sql: string): Prepa
     if (!statement) statements.set(sql, (statement = conn.prepare(sql)))
     return statement.all(params.map(sqliteValue))
   }
-  return async (params) => {
-    const idle = idleSqliteConnection(client)
-    if (idle) return run(idle, params)
+  const waiting = async (params: readonly unknown[]) => {
     const conn = await client.acquireConnection()
     try {
       return run(conn, params)
@@ -78,6 +107,11 @@ export function preparedRead<R = Row>(knex: { client: any }, sql: string): Prepa
       await client.releaseConnection(conn)
     }
   }
+  const now = (params: readonly unknown[]): R[] | Promise<R[]> => {
+    const idle = idleSqliteConnection(client)
+    return idle ? run(idle, params) : waiting(params)
+  }
+  return Object.assign(async (params: readonly unknown[]) => now(params), { now })
 }
 
 /**
@@ -143,7 +177,7 @@ export function limitSql(n: number): [string, number[]] {
  * offset plus its rows is the count, without the `count(*)` (`count`) that would read every match's
  * index entry again. Only a full page, or one past the end, needs the query.
  */
-export function pageTotal(offset: number, perPage: number, found: number, count: () => Promise<number>): Promise<number> {
-  if (found < perPage && (found > 0 || offset === 0)) return Promise.resolve(offset + found)
+export function pageTotal(offset: number, perPage: number, found: number, count: () => MaybePromise<number>): MaybePromise<number> {
+  if (found < perPage && (found > 0 || offset === 0)) return offset + found
   return count()
 }

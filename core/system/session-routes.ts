@@ -4,11 +4,12 @@ import type { MamContext } from '../http/context.js'
 import type { Principal } from '../auth/principal.js'
 import { AuthToken, User } from '../auth/entities.js'
 import { createAuthToken, userViewOfRow, USER_VIEW_COLUMNS } from '../auth/accounts.js'
-import { preparedRead, type PreparedRead } from '../db/rows.js'
+import { andThen, preparedRead, type MaybePromise, type PreparedRead } from '../db/rows.js'
 import { coreServices } from '../plugin/services.js'
 import { verifyPassword } from '../auth/secrets.js'
 import { MamError, unauthenticated } from '../errors.js'
 import type { EventBus } from '../events.js'
+import type { UserJson } from '../auth/user-views.js'
 
 const COOKIE = '_auth_token'
 
@@ -44,7 +45,8 @@ export function registerSessionRoutes({ routes, config, events }: RegisterApi) {
     return { authentication_token: secret, user: await ctx.resolve(coreServices.userViews).one(ctx.em, user, { userId: user.id, isAdmin: false }) }
   })
 
-  routes.get('/session', { access: 'authenticated', summary: 'the signed-in user' }, async (ctx) => ({ user: await currentUser(ctx) }))
+  // polled by clients: synchronous while nothing has to wait (PreparedRead.now)
+  routes.get('/session', { access: 'authenticated', summary: 'the signed-in user' }, (ctx) => andThen(currentUser(ctx), (user) => ({ user })))
 
   routes.delete('/session', { access: 'authenticated', summary: 'log out: revoke this login token' }, async (ctx) => {
     const user = await currentUser(ctx)
@@ -62,14 +64,15 @@ export function registerSessionRoutes({ routes, config, events }: RegisterApi) {
 const userRows = new WeakMap<object, PreparedRead>()
 const USER_ROW = `select ${USER_VIEW_COLUMNS.join(', ')} from users u join roles r on r.id = u.role_id where u.id = ?`
 
-export async function currentUser(ctx: MamContext<any, any, Principal>) {
+export function currentUser(ctx: MamContext<any, any, Principal>): MaybePromise<UserJson> {
   const knex = ctx.resolve(coreServices.knex)
   let read = userRows.get(knex)
   if (!read) userRows.set(knex, (read = preparedRead(knex, USER_ROW)))
-  const [row] = await read([ctx.user.userId])
-  // deleted meanwhile, by a process whose notice has not arrived yet
-  if (!row) throw unauthenticated('The signed-in user no longer exists')
-  return ctx.resolve(coreServices.userViews).one(() => ctx.em, userViewOfRow(row), ctx.user)
+  return andThen(read.now([ctx.user.userId]), ([row]) => {
+    // deleted meanwhile, by a process whose notice has not arrived yet
+    if (!row) throw unauthenticated('The signed-in user no longer exists')
+    return ctx.resolve(coreServices.userViews).one(() => ctx.em, userViewOfRow(row), ctx.user)
+  })
 }
 
 async function revokeToken(ctx: MamContext<any, any, Principal>, id: number, events: EventBus) {

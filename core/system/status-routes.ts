@@ -4,7 +4,7 @@ import { IdParams } from '../http/schemas.js'
 import { iso } from '../db/entity.js'
 import { notFound } from '../errors.js'
 import { JOBS_TABLE, normalise } from '../jobs/queue.js'
-import { preparedRead, type PreparedRead } from '../db/rows.js'
+import { andThen, preparedRead, type MaybePromise, type PreparedRead } from '../db/rows.js'
 import { coreServices } from '../plugin/services.js'
 import type { JobKind, JobRow } from '../jobs/types.js'
 
@@ -32,7 +32,8 @@ export function serializeJob(job: JobRow) {
 
 /** §4.14: job status. A job is visible to the user who started it and to administrators. */
 export function registerStatusRoutes({ routes }: RegisterApi) {
-  const show = (kinds: JobKind[] | null) => async (ctx: MamContext) => ({ job: serializeJob(await visibleJob(ctx, kinds)) })
+  // synchronous while SQLite's connection is free (PreparedRead.now): clients poll these
+  const show = (kinds: JobKind[] | null) => (ctx: MamContext) => andThen(visibleJob(ctx, kinds), (job) => ({ job: serializeJob(job) }))
   routes.get('/status/:id', { access: 'authenticated', params: IdParams, summary: 'status of a job' }, show(null))
   routes.get('/asset_status/:id', { access: 'authenticated', params: IdParams, summary: 'status of an asset job' }, show(['asset']))
   routes.get('/copy_to_status/:id', { access: 'authenticated', params: IdParams, summary: 'status of a copy-to job' }, show(['copy_to']))
@@ -44,17 +45,17 @@ export function registerStatusRoutes({ routes }: RegisterApi) {
 
 /** one job's row by id, prepared once per knex: clients poll the status routes */
 const jobRows = new WeakMap<object, PreparedRead>()
-async function jobById(ctx: MamContext, id: number): Promise<JobRow | null> {
+function jobById(ctx: MamContext, id: number): MaybePromise<JobRow | null> {
   const knex = ctx.resolve(coreServices.knex)
   let read = jobRows.get(knex)
   if (!read) jobRows.set(knex, (read = preparedRead(knex, `select * from ${JOBS_TABLE} where id = ?`)))
-  const [row] = await read([id])
-  return row ? normalise(row) : null
+  return andThen(read.now([id]), ([row]) => (row ? normalise(row) : null))
 }
 
-async function visibleJob(ctx: MamContext, kinds: JobKind[] | null): Promise<JobRow> {
-  const job = await jobById(ctx, ctx.params.id)
-  const user = ctx.user!
-  if (!job || (kinds && !kinds.includes(job.kind)) || (!user.isAdmin && job.user_id !== user.userId)) throw notFound('job', ctx.params.id)
-  return job
+function visibleJob(ctx: MamContext, kinds: JobKind[] | null): MaybePromise<JobRow> {
+  return andThen(jobById(ctx, ctx.params.id), (job) => {
+    const user = ctx.user!
+    if (!job || (kinds && !kinds.includes(job.kind)) || (!user.isAdmin && job.user_id !== user.userId)) throw notFound('job', ctx.params.id)
+    return job
+  })
 }

@@ -1,5 +1,5 @@
 import path from 'node:path'
-import { limitSql, pageTotal, preparedRead, type Database, type Knex, type PreparedRead } from '../../core/index.js'
+import { andThen, limitSql, pageTotal, preparedRead, type Database, type Knex, type MaybePromise, type PreparedRead } from '../../core/index.js'
 import { ASSET_COLUMNS, assetJsonOfRow, assetJsonSql } from './asset-json.js'
 import { folderOf } from './files.js'
 
@@ -17,6 +17,14 @@ export interface AssetPageQuery {
   page?: number
   /** count every match (`X-Total-Count`); the route asks for it on OFFSET pages and, with `total=true`, on keyset pages */
   count: boolean
+}
+
+/** a page as the route answers it: the JSON body, its number of assets, its last one's path, the count of all matches when asked */
+export interface AssetPage {
+  total?: number
+  found: number
+  lastPath?: string
+  body: string
 }
 
 /**
@@ -44,7 +52,7 @@ export class AssetListing {
    * stringifying 100 objects; a page with a row it cannot spell exactly is read again as plain rows.
    * SQLite: plain rows and `assetJsonOfRow`.
    */
-  async page(q: AssetPageQuery, owner: { id: number; name: string }): Promise<{ total?: number; found: number; lastPath?: string; body: string }> {
+  page(q: AssetPageQuery, owner: { id: number; name: string }): MaybePromise<AssetPage> {
     let where = 'project_id = ?int'
     const args: unknown[] = [q.projectId]
     if (!q.recursive) {
@@ -68,7 +76,7 @@ export class AssetListing {
     // the page's statement after its `from assets`: the plain rows' and the JSON's
     let page = ` where ${where}`
     const pageArgs = [...args]
-    const count = async () => Number((await this.statement(`count ${where}`, () => plain(`select count(*) as total from assets where ${where}`))(args))[0].total)
+    const count = () => andThen(this.statement(`count ${where}`, () => plain(`select count(*) as total from assets where ${where}`)).now(args), ([r]) => Number(r.total))
     const [literalLimit, limitArgs] = limitSql(q.perPage)
     const limit = literalLimit.replace('?', '?bigint')
     let offset = 0
@@ -81,27 +89,25 @@ export class AssetListing {
       page += ` order by folder, name ${limit} offset ?bigint`
       pageArgs.push(...limitArgs, offset)
     }
-    if (this.pg) {
-      // a first page or a keyset page asked to count counts in the same statement (one round trip);
-      // a later OFFSET page counts only when it is full (pageTotal), as before
-      const together = q.count && (q.after !== undefined || offset === 0)
-      const answer = await this.jsonPage(page, pageArgs, owner, together ? { where, args } : undefined)
-      if (!q.count || answer.total !== undefined) return answer
-      return { ...answer, total: q.after !== undefined ? await count() : await pageTotal(offset, q.perPage, answer.found, count) }
-    }
-    const read = this.rowPage(page, pageArgs, owner)
-    if (q.after !== undefined) {
-      // the keyset page and the count (asked for with total=true) side by side
-      const [answer, total] = await Promise.all([read, q.count ? count() : undefined])
-      return { ...answer, total }
-    }
-    const answer = await read
-    return { ...answer, total: q.count ? await pageTotal(offset, q.perPage, answer.found, count) : undefined }
+    // a keyset page is counted only when asked (total=true); an OFFSET page that is not full tells its count (pageTotal)
+    const total = (found: number) => (!q.count ? undefined : q.after !== undefined ? count() : pageTotal(offset, q.perPage, found, count))
+    if (this.pg) return this.pgPage(page, pageArgs, owner, q.count && (q.after !== undefined || offset === 0) ? { where, args } : undefined, total)
+    // SQLite: synchronous while its connection is free (PreparedRead.now): the route answers without a promise
+    return andThen(this.rowPage(page, pageArgs, owner), (answer) => andThen(total(answer.found), (n) => ({ ...answer, total: n })))
   }
 
-  private async rowPage(tail: string, args: unknown[], owner: { id: number; name: string }) {
-    const rows = await this.statement(`rows ${tail}`, () => plain(`select ${ASSET_COLUMNS.join(', ')} from assets${tail}`))(args)
-    return { found: rows.length, lastPath: rows.length ? (rows[rows.length - 1].path as string) : undefined, body: JSON.stringify({ assets: rows.map((r) => assetJsonOfRow(r, owner)) }) }
+  /**
+   * PostgreSQL: a first page or a keyset page asked to count counts in the same statement (one
+   * round trip, `counted`); a later OFFSET page counts only when it is full (pageTotal), as before
+   */
+  private async pgPage(tail: string, args: unknown[], owner: { id: number; name: string }, counted: { where: string; args: unknown[] } | undefined, total: (found: number) => MaybePromise<number> | undefined): Promise<AssetPage> {
+    const answer = await this.jsonPage(tail, args, owner, counted)
+    return answer.total !== undefined ? answer : { ...answer, total: await total(answer.found) }
+  }
+
+  private rowPage(tail: string, args: unknown[], owner: { id: number; name: string }): MaybePromise<AssetPage> {
+    const rows = this.statement(`rows ${tail}`, () => plain(`select ${ASSET_COLUMNS.join(', ')} from assets${tail}`)).now(args)
+    return andThen(rows, (rows) => ({ found: rows.length, lastPath: rows.length ? (rows[rows.length - 1].path as string) : undefined, body: JSON.stringify({ assets: rows.map((r) => assetJsonOfRow(r, owner)) }) }))
   }
 
   /**
@@ -109,7 +115,7 @@ export class AssetListing {
    * with `counted` the count of all matches as a column of every row (an InitPlan: counted once;
    * an empty page tells none, nor does a page read again as plain rows)
    */
-  private async jsonPage(tail: string, args: unknown[], owner: { id: number; name: string }, counted?: { where: string; args: unknown[] }): Promise<{ total?: number; found: number; lastPath?: string; body: string }> {
+  private async jsonPage(tail: string, args: unknown[], owner: { id: number; name: string }, counted?: { where: string; args: unknown[] }): Promise<AssetPage> {
     const read = this.statement(`json ${tail} count ${counted?.where ?? ''}`, () => {
       const { json, ok, from } = assetJsonSql('a', '?::text')
       const total = counted ? `, (select count(*) from assets where ${hidden(counted.where)}) as total` : ''

@@ -1,4 +1,4 @@
-import { IdParams, NoInput, acceptedJob, jsonText, coreServices, faultOf, invalidParam, uploadName, idempotent, type RegisterApi, type RouteContext } from '../../core/index.js'
+import { IdParams, NoInput, acceptedJob, andThen, jsonText, coreServices, faultOf, invalidParam, uploadName, idempotent, type RegisterApi, type RouteContext } from '../../core/index.js'
 import { assetIngested } from './events.js'
 import { publishQuotaCrossings } from './quota-events.js'
 import { projectServices } from '../projects/index.js'
@@ -30,32 +30,34 @@ export function registerProjectAssetRoutes(api: RegisterApi) {
     return inFolder(knex()('assets').where('project_id', projectId), folder, Boolean(input.recursive))
   }
 
-  // plain rows from prepared statements, no entity hydration: a page of 100 assets costs two or three queries and a loop (PERFORMANCE.md, listing.ts)
-  routes.get('/projects/:id/assets', { access: 'authenticated', params: IdParams, input: ListAssetsInput, summary: 'assets of a project folder (paginated)' }, async (ctx) => {
-    const project = await projects().readableSummary(ctx.requireUser(), ctx.params.id)
+  // plain rows from prepared statements, no entity hydration: a page of 100 assets costs two or three queries and a loop (PERFORMANCE.md, listing.ts);
+  // on SQLite without a promise while its connection is free (PreparedRead.now)
+  routes.get('/projects/:id/assets', { access: 'authenticated', params: IdParams, input: ListAssetsInput, summary: 'assets of a project folder (paginated)' }, (ctx) => {
     const { page, per_page = 100, type, online, after, total: wantTotal } = ctx.input
-    if (after !== undefined && page !== undefined) throw invalidParam('page', 'cannot be combined with after')
-    const owner = { id: project.id, name: project.name }
-    const { total, found, lastPath, body } = await assetListing(db()).page(
-      {
-        projectId: project.id,
-        folder: ctx.input.folder ? cleanRelative(ctx.input.folder, 'folder') : '',
-        recursive: Boolean(ctx.input.recursive),
-        type: type || undefined,
-        online,
-        perPage: per_page,
-        after: after === undefined ? undefined : cleanRelative(after, 'after'),
-        page,
-        // a walk by keyset learnt the total from its first page: counting 500,000 matches again on
-        // every deep page cost more than the page (README: X-Total-Count)
-        count: wantTotal ?? after === undefined,
-      },
-      owner,
-    )
-    if (total !== undefined) ctx.set('X-Total-Count', String(total))
-    if (found === per_page && lastPath !== undefined) ctx.set('X-Next-After', encodeURIComponent(lastPath))
-    // the JSON text of `{ assets: [assetJsonOfRow(…), …] }`, as it would have been stringified (listing.ts)
-    return jsonText(body)
+    return andThen(andThen(projects().readableSummary(ctx.requireUser(), ctx.params.id), (project) => {
+      if (after !== undefined && page !== undefined) throw invalidParam('page', 'cannot be combined with after')
+      return assetListing(db()).page(
+        {
+          projectId: project.id,
+          folder: ctx.input.folder ? cleanRelative(ctx.input.folder, 'folder') : '',
+          recursive: Boolean(ctx.input.recursive),
+          type: type || undefined,
+          online,
+          perPage: per_page,
+          after: after === undefined ? undefined : cleanRelative(after, 'after'),
+          page,
+          // a walk by keyset learnt the total from its first page: counting 500,000 matches again on
+          // every deep page cost more than the page (README: X-Total-Count)
+          count: wantTotal ?? after === undefined,
+        },
+        { id: project.id, name: project.name },
+      )
+    }), ({ total, found, lastPath, body }) => {
+      if (total !== undefined) ctx.set('X-Total-Count', String(total))
+      if (found === per_page && lastPath !== undefined) ctx.set('X-Next-After', encodeURIComponent(lastPath))
+      // the JSON text of `{ assets: [assetJsonOfRow(…), …] }`, as it would have been stringified (listing.ts)
+      return jsonText(body)
+    })
   })
 
   routes.get('/projects/:id/count_assets', { access: 'authenticated', params: IdParams, input: CountInput, summary: 'number of assets inside a folder' }, async (ctx) => {

@@ -1,6 +1,6 @@
 import { assetServices } from './refs.js'
 import path from 'node:path'
-import { IdParams, coreServices, invalidParam, notFound, isInside, relativeSegments, resolveInside, type RegisterApi, type EntityManager, type Principal, type StorageRegistry } from '../../core/index.js'
+import { IdParams, andThen, coreServices, invalidParam, notFound, isInside, relativeSegments, resolveInside, type RegisterApi, type EntityManager, type Principal, type StorageRegistry } from '../../core/index.js'
 import { Project, PROJECT, projectServices, type ProjectService } from '../projects/index.js'
 import { identityServices } from '../identity/index.js'
 import { Asset } from './entities.js'
@@ -78,9 +78,10 @@ export function registerAssetRoutes(api: RegisterApi) {
     return body
   })
 
-  routes.get('/assets/:id', { access: 'authenticated', params: IdParams, summary: 'show an asset' }, async (ctx) => ({
-    asset: serializeAsset(await assets().readableView(ctx.requireUser(), ctx.params.id)),
-  }))
+  // synchronous while SQLite's connection is free (PreparedRead.now)
+  routes.get('/assets/:id', { access: 'authenticated', params: IdParams, summary: 'show an asset' }, (ctx) =>
+    andThen(assets().readableView(ctx.requireUser(), ctx.params.id), (view) => ({ asset: serializeAsset(view) })),
+  )
 
   routes.put('/assets/:id', { access: 'authenticated', params: IdParams, input: AssetUpdateInput, summary: 'update an asset (description)' }, async (ctx) => {
     const asset = await assets().writable(ctx.em, ctx.requireUser(), ctx.params.id)

@@ -6,7 +6,7 @@ import type { Right } from '../identity/index.js'
 import { Asset } from './entities.js'
 import { folderOf } from './files.js'
 import { ASSET_COLUMNS, serializeAsset, viewOfRow, type AssetView } from './asset-json.js'
-import { preparedRead, type PreparedRead, type Knex } from '../../core/index.js'
+import { andThen, preparedRead, type MaybePromise, type PreparedRead, type Knex } from '../../core/index.js'
 import { READABLE_BY_USER } from '../projects/index.js'
 
 const REGISTER_BATCH = 250
@@ -42,13 +42,14 @@ export class AssetService {
    * project's id and name and checks the principal's right on the project in the same query
    * (404 as `readable`: no asset, a deleted project, or no right).
    */
-  async readableView(principal: Principal, id: number): Promise<AssetView> {
+  readableView(principal: Principal, id: number): MaybePromise<AssetView> {
     const base = `select ${ASSET_COLUMNS.map((c) => `a.${c}`).join(', ')}, p.name as project_name from assets a join projects p on p.id = a.project_id where a.id = ? and p.deleted = false`
     this.showStatements ??= { admin: preparedRead(this.knex, base), user: preparedRead(this.knex, `${base} and ${READABLE_BY_USER}`) }
-    const rows = principal.isAdmin ? await this.showStatements.admin([id]) : await this.showStatements.user([id, principal.userId])
-    if (!rows.length) throw notFound('asset', id)
-    const r = rows[0]
-    return viewOfRow(r, { id: Number(r.project_id), name: r.project_name })
+    const rows = principal.isAdmin ? this.showStatements.admin.now([id]) : this.showStatements.user.now([id, principal.userId])
+    return andThen(rows, ([r]) => {
+      if (!r) throw notFound('asset', id)
+      return viewOfRow(r, { id: Number(r.project_id), name: r.project_name })
+    })
   }
 
   /** an asset of a project the user can read (404 otherwise) */

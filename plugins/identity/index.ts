@@ -1,5 +1,5 @@
 import { identityEvents } from './events.js'
-import { definePlugin, aliasOf, coreServices, preparedRead, Type, type MamConfig } from '../../core/index.js'
+import { definePlugin, aliasOf, andThen, coreServices, eachInTurn, preparedRead, Type, type MamConfig, type MaybePromise } from '../../core/index.js'
 import { identityServices } from './refs.js'
 import { identityEntities } from './entities.js'
 import { migrations } from './migrations.js'
@@ -57,22 +57,28 @@ export const identityPlugin = definePlugin({
     const knex = resolve(coreServices.knex)
     // one user (GET /session, a profile): a prepared statement; a list: one query for the lot
     const membershipsOfOne = preparedRead(knex, 'select m.user_id, t.id, t.name, t.owner_id from team_memberships m join teams t on t.id = m.team_id where m.user_id = ? order by t.name')
-    resolve(coreServices.userViews).add(async (em, users, json) => {
+    resolve(coreServices.userViews).add((em, users, json) => {
       if (users.length === 0) return
       const ids = users.map((u) => u.id)
-      const memberships =
+      // one user (GET /session, polled): without a promise while SQLite's connection is free
+      const memberships: MaybePromise<any[]> =
         ids.length === 1
-          ? await membershipsOfOne(ids)
-          : await knex('team_memberships as m').join('teams as t', 't.id', 'm.team_id').whereIn('m.user_id', ids).orderBy('t.name').select('m.user_id', 't.id', 't.name', 't.owner_id')
-      for (const [i, user] of users.entries()) {
-        const mine = memberships.filter((m: any) => Number(m.user_id) === user.id)
-        // users created outside this plugin (the CLI, the core) get their own team on first sight
-        const own: { id: number; name: string } = mine.find((m: any) => Number(m.owner_id) === user.id) ?? (await teams.ensureOwnTeam(em(), user))
-        const list = mine.map((m: any) => ({ id: Number(m.id), name: m.name as string }))
-        if (!list.some((t) => t.id === Number(own.id))) list.push({ id: Number(own.id), name: own.name })
-        json[i].own_team_id = Number(own.id)
-        json[i].teams = list
-      }
+          ? membershipsOfOne.now(ids)
+          : Promise.resolve(knex('team_memberships as m').join('teams as t', 't.id', 'm.team_id').whereIn('m.user_id', ids).orderBy('t.name').select('m.user_id', 't.id', 't.name', 't.owner_id'))
+      return andThen(memberships, (rows) =>
+        eachInTurn(users, (user, i) => {
+          const mine = rows.filter((m: any) => Number(m.user_id) === user.id)
+          const put = (own: { id: number; name: string }) => {
+            const list = mine.map((m: any) => ({ id: Number(m.id), name: m.name as string }))
+            if (!list.some((t) => t.id === Number(own.id))) list.push({ id: Number(own.id), name: own.name })
+            json[i].own_team_id = Number(own.id)
+            json[i].teams = list
+          }
+          const own = mine.find((m: any) => Number(m.owner_id) === user.id)
+          // users created outside this plugin (the CLI, the core) get their own team on first sight
+          return own ? put(own) : teams.ensureOwnTeam(em(), user).then(put)
+        }),
+      )
     })
   },
 })

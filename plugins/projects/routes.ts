@@ -1,5 +1,5 @@
 import path from 'node:path'
-import { IdParams, acceptedJob, coreServices, invalidParam, notFound, safeName, type RegisterApi, type MamContext, type Principal } from '../../core/index.js'
+import { IdParams, acceptedJob, andThen, coreServices, invalidParam, notFound, safeName, type RegisterApi, type MamContext, type Principal } from '../../core/index.js'
 import { identityServices } from '../identity/index.js'
 import { Project } from './entities.js'
 import { EncodingPriorityInput, ListInput, ProjectInput, RenameInput } from './schemas.js'
@@ -38,9 +38,13 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
   routes.get('/projects', { access: 'authenticated', input: ListInput, summary: 'list projects (filters: name, library, frozen, online, archived, storage; paginated)' }, list)
   routes.get('/projects/search', { access: 'authenticated', input: ListInput, summary: 'search projects by a substring of name' }, list)
 
-  routes.get('/projects/:id', { access: 'authenticated', params: IdParams, summary: 'show a project' }, async (ctx) => ({
-    project: await projects(ctx).one(ctx, await projects(ctx).readableView(ctx.requireUser(), ctx.params.id)),
-  }))
+  // synchronous while SQLite's connection is free and no decorator waits (PreparedRead.now)
+  routes.get('/projects/:id', { access: 'authenticated', params: IdParams, summary: 'show a project' }, (ctx) =>
+    andThen(
+      andThen(projects(ctx).readableView(ctx.requireUser(), ctx.params.id), (view) => projects(ctx).one(ctx, view)),
+      (project) => ({ project }),
+    ),
+  )
 
   routes.post('/projects', { access: 'projects.create', input: ProjectInput, summary: 'create a project from a template' }, async (ctx) => {
     const project = await projects(ctx).create(ctx, newProject(fieldsOf(ctx.input)))

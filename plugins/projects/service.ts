@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { safeName, iso, MamError, conflict, notFound, User, isUniqueViolation, moveExclusive, type Outbox, type EntityManager, type Knex, type MamContext, type StorageRegistry, type StorageJournal, type Principal, column, limitSql, pageTotal, preparedRead, containsIgnoringCase, type PreparedRead, makeDirs } from '../../core/index.js'
+import { safeName, iso, MamError, conflict, notFound, User, isUniqueViolation, moveExclusive, type Outbox, type EntityManager, type Knex, type MamContext, type StorageRegistry, type StorageJournal, type Principal, column, andThen, limitSql, pageTotal, preparedRead, containsIgnoringCase, type MaybePromise, type PreparedRead, makeDirs } from '../../core/index.js'
 import { projectCreated } from './events.js'
 import { realpath, rename, stat } from 'node:fs/promises'
 import path from 'node:path'
@@ -170,21 +170,23 @@ export class ProjectService {
    * The same check as `readable`, answering the project's id and name from one plain row: for hot
    * read paths (asset listings) that need no entity (an entity load with its users costs ~3 ms).
    */
-  async readableSummary(principal: Principal, id: number): Promise<{ id: number; name: string; right: Right }> {
+  readableSummary(principal: Principal, id: number): MaybePromise<{ id: number; name: string; right: Right }> {
     // one prepared statement: the row and the principal's right in the same query (as rightOf: write beats read)
     this.summaryStatements ??= {
       admin: preparedRead(this.knex, 'select p.id, p.name from projects p where p.id = ? and p.deleted = false'),
       user: preparedRead(this.knex, `select p.id, p.name, (${RIGHT_LEVEL}) as right_level from projects p where p.id = ? and p.deleted = false`),
     }
-    if (principal.isAdmin) {
-      const [row] = await this.summaryStatements.admin([id])
-      if (!row) throw notFound('project', id)
-      return { id: Number(row.id), name: row.name, right: 'admin' }
-    }
-    const [row] = await this.summaryStatements.user([principal.userId, id])
-    const level = row ? Number(row.right_level ?? 0) : 0
-    if (level === 0) throw notFound('project', id)
-    return { id: Number(row.id), name: row.name, right: level === 2 ? 'write' : 'read' }
+    // without a promise while SQLite's connection is free (PreparedRead.now): GET /projects/:id/assets is polled
+    if (principal.isAdmin)
+      return andThen(this.summaryStatements.admin.now([id]), ([row]) => {
+        if (!row) throw notFound('project', id)
+        return { id: Number(row.id), name: row.name as string, right: 'admin' as const }
+      })
+    return andThen(this.summaryStatements.user.now([principal.userId, id]), ([row]) => {
+      const level = row ? Number(row.right_level ?? 0) : 0
+      if (level === 0) throw notFound('project', id)
+      return { id: Number(row.id), name: row.name as string, right: level === 2 ? ('write' as const) : ('read' as const) }
+    })
   }
 
   /**
@@ -237,12 +239,14 @@ export class ProjectService {
    * The project as `GET /projects/:id` shows it, from one prepared statement that checks the
    * principal's right in the same query: no entity, no second query (404 as `readable`).
    */
-  async readableView(principal: Principal, id: number): Promise<ProjectView> {
+  readableView(principal: Principal, id: number): MaybePromise<ProjectView> {
     const base = `select ${PROJECT_COLUMNS.join(', ')} from projects p where p.id = ? and p.deleted = false`
     this.showStatements ??= { admin: preparedRead(this.knex, base), user: preparedRead(this.knex, `${base} and ${READABLE_BY_USER}`) }
-    const rows = principal.isAdmin ? await this.showStatements.admin([id]) : await this.showStatements.user([id, principal.userId])
-    if (!rows.length) throw notFound('project', id)
-    return projectViewOfRow(rows[0])
+    const rows = principal.isAdmin ? this.showStatements.admin.now([id]) : this.showStatements.user.now([id, principal.userId])
+    return andThen(rows, ([row]) => {
+      if (!row) throw notFound('project', id)
+      return projectViewOfRow(row)
+    })
   }
 
   /** a project the principal may change: write right (403 with read only), not frozen (423) */
@@ -435,12 +439,12 @@ export class ProjectService {
   }
 
   /** the projects as `viewer` sees them, with the fields other plugins add (one query per decorator for the lot) */
-  render(ctx: MamContext, projects: ProjectView[]): Promise<ProjectJson[]> {
+  render(ctx: MamContext, projects: ProjectView[]): MaybePromise<ProjectJson[]> {
     return this.views.decorate(() => ctx.em, projects, projects.map((p) => this.serialize(p, ctx.user)))
   }
 
-  async one(ctx: MamContext, project: ProjectView): Promise<ProjectJson> {
-    return (await this.render(ctx, [project]))[0]
+  one(ctx: MamContext, project: ProjectView): MaybePromise<ProjectJson> {
+    return andThen(this.render(ctx, [project]), (json) => json[0])
   }
 
   /**

@@ -1,4 +1,4 @@
-import { IdParams, coreServices, invalid, type RegisterApi, type MamContext, type ParamError } from '../../core/index.js'
+import { IdParams, andThen, coreServices, invalid, type RegisterApi, type MamContext, type ParamError } from '../../core/index.js'
 import { DeleteInput, TemplateInput } from './schemas.js'
 import { readPatterns } from './patterns-input.js'
 import type { TemplateChanges } from './service.js'
@@ -11,13 +11,13 @@ const MANAGE = 'templates.manage'
 export function registerTemplateRoutes({ routes }: RegisterApi) {
   const service = (ctx: MamContext) => ctx.resolve(templateServices.service)
 
-  routes.get('/templates', { access: 'authenticated', summary: 'list all templates' }, async (ctx) => ({
-    templates: await service(ctx).listSerialized(ctx.resolve(coreServices.knex), ctx.user),
-  }))
+  routes.get('/templates', { access: 'authenticated', summary: 'list all templates' }, (ctx) =>
+    andThen(service(ctx).listSerialized(ctx.resolve(coreServices.knex), ctx.user), (templates) => ({ templates })),
+  )
 
-  routes.get('/templates/:id', { access: 'authenticated', params: IdParams, summary: 'show a template' }, async (ctx) => ({
-    template: await service(ctx).getSerialized(ctx.resolve(coreServices.knex), ctx.params.id, ctx.user),
-  }))
+  routes.get('/templates/:id', { access: 'authenticated', params: IdParams, summary: 'show a template' }, (ctx) =>
+    andThen(service(ctx).getSerialized(ctx.resolve(coreServices.knex), ctx.params.id, ctx.user), (template) => ({ template })),
+  )
 
   routes.post('/templates', { access: MANAGE, input: TemplateInput, summary: 'create a template' }, async (ctx) => {
     const changes = readChanges(ctx, true)

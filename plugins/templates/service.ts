@@ -1,6 +1,6 @@
 import { cp, rename, rm, stat } from 'node:fs/promises'
 import path from 'node:path'
-import { column, iso, conflict, makeDirs, notFound, preparedRead, safeName, type EntityManager, type Knex, type PreparedRead, type Principal } from '../../core/index.js'
+import { andThen, column, iso, conflict, makeDirs, notFound, preparedRead, safeName, type EntityManager, type Knex, type MaybePromise, type PreparedRead, type Principal } from '../../core/index.js'
 import { Template } from './entities.js'
 import { NAME_MAX_LENGTH } from './schemas.js'
 import type { SubstitutionPattern } from './substitution.js'
@@ -81,19 +81,20 @@ export class TemplateService {
    * `list`, serialised, from plain rows: GET /templates is read far more often than templates change,
    * and building MikroORM entities (identity map, snapshots) cost several times the query.
    */
-  async listSerialized(knex: Knex, viewer: Principal | undefined): Promise<Array<ReturnType<TemplateService['serialize']>>> {
-    // prepared once: building the query with knex cost more than running it (bench/routes.ts)
+  listSerialized(knex: Knex, viewer: Principal | undefined): MaybePromise<Array<ReturnType<TemplateService['serialize']>>> {
+    // prepared once: building the query with knex cost more than running it (bench/routes.ts);
+    // without a promise while SQLite's connection is free (PreparedRead.now)
     this.listStatement ??= preparedRead(knex, `select ${LIST_COLUMNS.join(', ')} from templates order by position, id`)
-    const rows = await this.listStatement([])
-    return rows.map((r) => this.json(fieldsOf(r), viewer))
+    return andThen(this.listStatement.now([]), (rows) => rows.map((r) => this.json(fieldsOf(r), viewer)))
   }
 
   /** `get`, serialised, from a plain row (GET /templates/:id): as `listSerialized`, without entities */
-  async getSerialized(knex: Knex, id: number, viewer: Principal | undefined): Promise<ReturnType<TemplateService['serialize']>> {
+  getSerialized(knex: Knex, id: number, viewer: Principal | undefined): MaybePromise<ReturnType<TemplateService['serialize']>> {
     this.oneStatement ??= preparedRead(knex, `select ${LIST_COLUMNS.join(', ')} from templates where id = ?`)
-    const [row] = await this.oneStatement([id])
-    if (!row) throw notFound('template', id)
-    return this.json(fieldsOf(row), viewer)
+    return andThen(this.oneStatement.now([id]), ([row]) => {
+      if (!row) throw notFound('template', id)
+      return this.json(fieldsOf(row), viewer)
+    })
   }
 
   async get(em: EntityManager, id: number): Promise<Template> {
