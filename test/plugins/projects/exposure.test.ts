@@ -1,6 +1,7 @@
 import path from 'node:path'
 import t from 'tap'
-import { onEachDatabase, createProject, grant, readerAndStranger, teamWith } from '../../../core/testing/index.js'
+import { onEachDatabase, createProject, grant, readerAndStranger, teamWith, waitFor } from '../../../core/testing/index.js'
+import { coreServices, type Outbox } from '../../../core/index.js'
 import { makeTemplate } from './fixtures.js'
 import { createEdit, runJob } from '../edits/fixtures.js'
 
@@ -61,7 +62,10 @@ onEachDatabase(t, 'server paths for administrators only; versions by caller; mou
   t.match((await s.request('GET', `/projects/${p.id}`, { token: reader.token })).body.project, { mounted_by: colleague.id, locked_by: s.user.id }, 'open for write by the user')
   t.equal((await runJob(s, 'PUT', `/projects/${others[0].id}/mount`, s.user.token, { edit: 'EDIT-B' })).job.state, 'finished')
 
-  // a list decorates its page with one prepared query
+  // a list decorates its page with one prepared query; the jobs' events are handed out first (their
+  // consumers query users: notifications' audience) so that only the page's own queries are heard
+  const outbox = s.runtime.container.resolve<Outbox>(coreServices.outbox.id)
+  await waitFor('the events handed out', async () => (await outbox.pending()) === 0)
   const queries: string[] = []
   const listen = (q: { sql: string }) => queries.push(q.sql)
   s.runtime.db.knex.on('query', listen)
