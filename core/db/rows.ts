@@ -137,7 +137,7 @@ const IN_LIST_MAX = 512
  * value (a repeated value in `in (…)` matches nothing twice): at most ten statements, each
  * prepared once per connection. `sql` gets the placeholders (`?, ?, ?`) and must read only.
  */
-export function preparedReadIn<R = Row>(knex: { client: any }, sql: (placeholders: string) => string): (values: readonly unknown[]) => Promise<R[]> {
+export function preparedReadIn<R = Row>(knex: { client: any }, sql: (placeholders: string) => string): PreparedRead<R> {
   const bySize = new Map<number, PreparedRead<R>>()
   const statement = (size: number) => {
     let read = bySize.get(size)
@@ -148,15 +148,16 @@ export function preparedReadIn<R = Row>(knex: { client: any }, sql: (placeholder
     let size = 1
     while (size < values.length) size *= 2
     const padded = values.length === size ? values : [...values, ...Array(size - values.length).fill(values[values.length - 1])]
-    return statement(size)(padded)
+    return statement(size).now(padded)
   }
-  return async (values) => {
-    if (!values.length) return []
-    if (values.length <= IN_LIST_MAX) return chunk(values)
+  const long = async (values: readonly unknown[]) => {
     const rows: R[] = []
     for (let i = 0; i < values.length; i += IN_LIST_MAX) rows.push(...(await chunk(values.slice(i, i + IN_LIST_MAX))))
     return rows
   }
+  // as PreparedRead.now: one statement's rows at once while SQLite's connection is free
+  const now = (values: readonly unknown[]): MaybePromise<R[]> => (!values.length ? [] : values.length <= IN_LIST_MAX ? chunk(values) : long(values))
+  return Object.assign(async (values: readonly unknown[]) => now(values), { now })
 }
 
 /** page sizes written into prepared SQL as numbers (clients' usual `per_page`); others are bound */

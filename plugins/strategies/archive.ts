@@ -12,7 +12,7 @@ import { eachLimit, retryTransient } from './concurrency.js'
 import type { Copier } from './copier.js'
 export { FileError, verify, type TransmissionCheck } from './transfer.js'
 
-import { preparedReadIn, InsideRoot, MamError, conflict, isUniqueViolation, iso, linkExclusive, notFound, openInside, relativeSegments, type Knex, type Outbox, type StorageJournal } from '../../core/index.js'
+import { andThen, preparedReadIn, InsideRoot, MamError, conflict, isUniqueViolation, iso, linkExclusive, notFound, openInside, relativeSegments, type Knex, type MaybePromise, type Outbox, type PreparedRead, type StorageJournal } from '../../core/index.js'
 /** states a running archive job moves through; the others are where it rests */
 export const ACTIVE = ['queued', 'copying', 'verifying', 'releasing', 'restoring', 'moving'] as const
 export type ArchiveState = (typeof ACTIVE)[number] | 'archived' | 'online' | 'failed' | 'cancelled'
@@ -152,7 +152,7 @@ export interface RunContext {
  */
 export class ArchiveService {
   /** one project (GET /projects/:id, polled) or a page of them: prepared statements, one query for the lot */
-  private readonly statesOfIds: (projectIds: readonly number[]) => Promise<any[]>
+  private readonly statesOfIds: PreparedRead
   constructor(
     private readonly knex: Knex,
     private readonly strategies: StrategyService,
@@ -169,10 +169,9 @@ export class ArchiveService {
     return r ? toState(r) : null
   }
 
-  async statesOf(projectIds: number[]): Promise<Map<number, StateRow>> {
-    if (!projectIds.length) return new Map()
-    const rows = await this.statesOfIds(projectIds)
-    return new Map(rows.map((r: any) => [Number(r.project_id), toState(r)]))
+  /** without a promise while SQLite's connection is free (PreparedRead.now): project JSON's decorator */
+  statesOf(projectIds: number[]): MaybePromise<Map<number, StateRow>> {
+    return andThen(this.statesOfIds.now(projectIds), (rows) => new Map(rows.map((r: any) => [Number(r.project_id), toState(r)])))
   }
 
   async errorsOf(projectId: number, limit = 100) {

@@ -22,7 +22,7 @@ export { ArchiveService } from './archive.js'
 export { StrategyRuns, RUNNABLE_KINDS, type RunnableKind, type ProjectRun, type RunTarget } from './runs.js'
 export { Strategy, ArchiveState, ArchiveFile, StrategyCopy } from './entities.js'
 
-import { conflict, coreServices, definePlugin } from '../../core/index.js'
+import { andThen, conflict, coreServices, definePlugin } from '../../core/index.js'
 const Settings = Type.Object(
   {
     /** directories disk destinations must lie inside; empty: `<dataDir>/targets` */
@@ -71,15 +71,16 @@ export const strategiesPlugin = definePlugin({
     resolve(strategyServices.tier).defineRepair()
     const archives = resolve(strategyServices.archives)
     // GET /projects/:id shows where its archive is and how far it got
-    resolve(projectServices.service).views.add(async (_em, projects, json) => {
-      const states = await archives.statesOf(projects.map((p) => p.id))
-      projects.forEach((p, i) => {
-        const s = states.get(p.id)
-        json[i].archive_strategy_id = s?.archive_strategy_id ?? null
-        json[i].archive_strategy_state = s ? s.state : null
-        json[i].archived = s ? s.state === 'archived' || s.bytes_released > 0 : false
-      })
-    })
+    resolve(projectServices.service).views.add((_em, projects, json) =>
+      andThen(archives.statesOf(projects.map((p) => p.id)), (states) =>
+        projects.forEach((p, i) => {
+          const s = states.get(p.id)
+          json[i].archive_strategy_id = s?.archive_strategy_id ?? null
+          json[i].archive_strategy_state = s ? s.state : null
+          json[i].archived = s ? s.state === 'archived' || s.bytes_released > 0 : false
+        }),
+      ),
+    )
     // a rename or delete would pull the folder from under a running archive, or orphan an archive
     resolve(projectServices.guards).add(async (_em, project, action) => {
       const s = await archives.state(project.id)
