@@ -5,7 +5,7 @@ import path from 'node:path'
 import type { Logger } from 'pino'
 import type { ProjectService } from '../projects/index.js'
 import type { StrategyRow, StrategyService } from './strategies.js'
-import { EARLY_SYNC_FROM, byKernel, copyKernel, fsyncPath, syncStarted, readAll, sameContent, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
+import { EARLY_SYNC_FROM, SYNCS_AT_ONCE, byKernel, copyKernel, flushed, fsyncPath, syncStarted, readAll, sameContent, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
 import { projectArchived, projectUnarchived } from './events.js'
 import { FileError, PARALLEL, copyVerified, readObject, verify, type TransmissionCheck } from './transfer.js'
 import { eachLimit, retryTransient } from './concurrency.js'
@@ -27,8 +27,6 @@ const BATCH = 64
  */
 const COUNTS_EVERY_MS = 1000
 const RESTORE_PREFIX = '.mamkit-restore-'
-/** a page's restored files flushed and linked (then their temporaries removed) this many at once: each is a few calls of the thread pool */
-const RESTORE_LINKS_AT_ONCE = 8
 
 /**
  * A page's row updates in one statement instead of one per row: `set col = case id when ? then
@@ -549,10 +547,8 @@ export class ArchiveService {
         const dirs = new Set<string>()
         // each file's bytes reach the device before its name points at them (a large file's flush
         // started when it checked out), a few files at once
-        await eachLimit(staged, RESTORE_LINKS_AT_ONCE, async ({ f, temp, file, handle, synced }) => {
-          const early = await synced
-          if (early) throw early
-          if (!synced) await handle.sync()
+        await eachLimit(staged, SYNCS_AT_ONCE, async ({ f, temp, file, handle, synced }) => {
+          await flushed(handle, synced)
           await handle.close()
           try {
             await this.linkRestored(root, f, temp, file)
@@ -564,7 +560,7 @@ export class ArchiveService {
         })
         for (const dir of dirs) await fsyncPath(dir, 'r')
       } finally {
-        await eachLimit(staged, RESTORE_LINKS_AT_ONCE, async ({ temp, handle, synced }) => {
+        await eachLimit(staged, SYNCS_AT_ONCE, async ({ temp, handle, synced }) => {
           await synced
           await handle.close().catch(() => {})
           // the temporary's name (linked, or failed): one unlink (rm's lstat first is a second call per file)

@@ -2,13 +2,11 @@ import { randomBytes } from 'node:crypto'
 import { mkdir, open, readdir, realpath, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 import { Readable } from 'node:stream'
-import { EARLY_SYNC_FROM, KERNEL_COPY, copyKernel, fsyncPath, syncStarted, readAll, writeHashed, type Head, type PutBatch, type Sums, type Target } from './types.js'
+import { EARLY_SYNC_FROM, KERNEL_COPY, SYNCS_AT_ONCE, copyKernel, flushed, fsyncPath, syncStarted, readAll, writeHashed, type Head, type PutBatch, type Sums, type Target } from './types.js'
 import { eachLimit } from '../concurrency.js'
 
 import { MamError, isInside, relativeSegments } from '../../../core/index.js'
 const PART = '.mamkit-part-'
-/** fsyncs in flight at once in a batch's commit */
-const SYNCS_AT_ONCE = 8
 
 
 /** a full disk is the client's business (507), named so; other errors stay what they are */
@@ -149,9 +147,7 @@ export class DiskTarget implements Target {
         // their journal commits; a name waits for its own file's flush only) …
         await eachLimit(entries, SYNCS_AT_ONCE, async ([key, { temp, file, handle, synced }]) => {
           try {
-            const early = await synced
-            if (early) throw early
-            if (!synced) await handle.sync()
+            await flushed(handle, synced)
             await handle.close().catch(() => {})
             await rename(temp, file)
             dirs.add(path.dirname(file))

@@ -243,6 +243,16 @@ export const EARLY_SYNC_FROM = 8 << 20
 /** a flush started now, settling with its error or null (nothing waits for it to fail meanwhile) */
 export const syncStarted = (handle: FileHandle): Promise<unknown> => handle.sync().then(() => null, (err: unknown) => err)
 
+/** a batch's or a page's files flushed (and then named) this many at once: the file system joins their journal commits */
+export const SYNCS_AT_ONCE = 8
+
+/** a staged file's bytes on the device: its early flush (syncStarted) awaited, else flushed now; a flush's error is thrown */
+export async function flushed(handle: FileHandle, synced: Promise<unknown> | undefined): Promise<void> {
+  const early = await synced
+  if (early) throw early
+  if (!synced) await handle.sync()
+}
+
 /** flushes a file or a directory to the device */
 export async function fsyncPath(file: string, flags: 'r' | 'r+'): Promise<void> {
   const handle = await open(file, flags)
