@@ -35,7 +35,7 @@ export { timestamps } from './db/migrator.js'
 export { BaseEntity, baseProperties, iso } from './db/entity.js'
 export type { EntityManager, Database, Dialect, Knex } from './db/orm.js'
 export { sqliteFile } from './db/orm.js'
-export { andThen, column, eachInTurn, escapeLike, containsIgnoringCase, limitSql, pageTotal, preparedRead, preparedReadIn, type MaybePromise, type PreparedRead } from './db/rows.js'
+export { andThen, column, columnJson, eachInTurn, escapeLike, containsIgnoringCase, limitSql, pageTotal, preparedRead, preparedReadIn, type MaybePromise, type PreparedRead } from './db/rows.js'
 export { isUniqueViolation } from './db/unique.js'
 
 // jobs and events

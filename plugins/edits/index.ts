@@ -40,7 +40,7 @@ export const editsPlugin = definePlugin({
   },
   start({ resolve }) {
     // mounted_by and locked_by of the project JSON come from the edit sessions
-    resolve(projectServices.service).views.add(projectHolders(resolve(coreServices.knex)))
+    resolve(projectServices.service).views.addFields(projectHolders(resolve(coreServices.knex)))
     // a rename or delete would pull the tree from under the links (and the links out of a parent's tree)
     resolve(projectServices.guards).add(async (em, project, action) => {
       const rows = await em.find(EditSession, { $or: [{ project: project.id }, { parent: project.id }] }, { populate: ['edit'] })

@@ -24,7 +24,7 @@ export { ProjectService, PROJECT, READABLE_BY_USER, PROJECT_COLUMNS, projectView
 export { ProjectGuards, type ProjectGuard, type GuardedAction } from './guards.js'
 export { PathMoveHooks, type PathMove, type PathMoveHook } from './path-moves.js'
 export { projectScope } from './moves.js'
-export { ProjectViews, type ProjectDecorator, type ProjectJson } from './views.js'
+export { ProjectViews, type ProjectDecorator, type ProjectFields, type ProjectJson } from './views.js'
 export { ProjectCreateHooks, type ProjectCreateHook } from './create-hooks.js'
 export { SpaceLimits, type SpaceLimit } from './space-limits.js'
 

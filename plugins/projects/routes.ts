@@ -1,5 +1,5 @@
 import path from 'node:path'
-import { IdParams, acceptedJob, andThen, coreServices, invalidParam, notFound, safeName, type RegisterApi, type MamContext, type Principal } from '../../core/index.js'
+import { IdParams, acceptedJob, andThen, coreServices, jsonText, invalidParam, notFound, safeName, type RegisterApi, type MamContext, type Principal } from '../../core/index.js'
 import { identityServices } from '../identity/index.js'
 import { Project } from './entities.js'
 import { EncodingPriorityInput, ListInput, ProjectInput, RenameInput } from './schemas.js'
@@ -27,13 +27,15 @@ export function registerProjectRoutes({ routes }: RegisterApi) {
   const relocation = (ctx: MamContext) => ctx.resolve(projectServices.relocation)
 
   // plain rows from prepared statements, the access filter in the same query: no entity hydration (PERFORMANCE.md)
-  const list = async (ctx: MamContext<any, any, Principal>) => {
+  const list = (ctx: MamContext<any, any, Principal>) => {
     const { page = 1, per_page = 100, name, library, frozen, storage, archived, online } = ctx.input
     // archiving arrives with the strategies plugin; until then no project is archived
     if (archived === true) return { projects: [] }
-    const { total, rows } = await projects(ctx).listPage(ctx.user, { name, library, online, frozen, storage, page, perPage: per_page })
-    ctx.set('X-Total-Count', String(total))
-    return { projects: await projects(ctx).render(ctx, rows) }
+    // the page's JSON written as text (listPageJson); synchronous while SQLite's connection is free
+    return andThen(projects(ctx).listPageJson(ctx, ctx.user, { name, library, online, frozen, storage, page, perPage: per_page }), ({ total, body }) => {
+      ctx.set('X-Total-Count', String(total))
+      return jsonText(body)
+    })
   }
   routes.get('/projects', { access: 'authenticated', input: ListInput, summary: 'list projects (filters: name, library, frozen, online, archived, storage; paginated)' }, list)
   routes.get('/projects/search', { access: 'authenticated', input: ListInput, summary: 'search projects by a substring of name' }, list)

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { safeName, iso, MamError, conflict, notFound, User, isUniqueViolation, moveExclusive, type Outbox, type EntityManager, type Knex, type MamContext, type StorageRegistry, type StorageJournal, type Principal, column, andThen, limitSql, pageTotal, preparedRead, containsIgnoringCase, type MaybePromise, type PreparedRead, makeDirs } from '../../core/index.js'
+import { safeName, iso, MamError, conflict, notFound, User, isUniqueViolation, moveExclusive, type Outbox, type EntityManager, type Knex, type MamContext, type StorageRegistry, type StorageJournal, type Principal, column, andThen, eachInTurn, limitSql, pageTotal, preparedRead, containsIgnoringCase, type MaybePromise, type PreparedRead, makeDirs } from '../../core/index.js'
 import { projectCreated } from './events.js'
 import { realpath, rename, stat } from 'node:fs/promises'
 import path from 'node:path'
@@ -10,6 +10,7 @@ import { copyTemplateTree } from './template-copy.js'
 import { treeSize } from './folders.js'
 import { CREATE_KIND, type CreateIntent } from './creation.js'
 import { ProjectViews, type ProjectJson } from './views.js'
+import { PROJECT_JSON_KEYS, projectJsonWriters, projectPageJson, type ProjectColumn } from './project-json.js'
 import { ProjectCreateHooks } from './create-hooks.js'
 import { SpaceLimits } from './space-limits.js'
 
@@ -25,11 +26,14 @@ export type ProjectView = Pick<
 > & { parent: { id: number } | null; frozenBy: { id: number } | null; createdBy: { id: number } | null; lastOpenedBy: { id: number } | null }
 
 /** the columns `projectViewOfRow` reads, for a `projects p` query */
-export const PROJECT_COLUMNS = [
+export const PROJECT_COLUMNS: readonly string[] = [
   'p.id', 'p.uuid', 'p.name', 'p.alternative_name', 'p.description', 'p.storage', 'p.folder', 'p.template_id', 'p.is_library_project', 'p.encoding_priority', 'p.custom_metadata',
   'p.quota', 'p.size', 'p.size_calculated_at', 'p.parent_id', 'p.frozen_by_id', 'p.frozen_at', 'p.created_by_id', 'p.created_by_edit', 'p.last_opened_by_id', 'p.last_opened_by_edit',
   'p.last_used_at', 'p.deleted', 'p.created_at', 'p.updated_at',
 ]
+
+/** PROJECT_COLUMNS without their table's alias: the names rows have, the order of rows read as arrays */
+const COLUMN_NAMES = PROJECT_COLUMNS.map((c) => c.slice('p.'.length) as ProjectColumn)
 
 const ref = (id: unknown) => (id === null || id === undefined ? null : { id: Number(id) })
 
@@ -127,6 +131,7 @@ export class ProjectService {
   private summaryStatements?: { admin: PreparedRead; user: PreparedRead }
   /** `listPage`'s statements by SQL text: one per shape of the filters (a few dozen at most) */
   private readonly listStatements = new Map<string, PreparedRead>()
+  private ownJsonWriters?: { admin: ReadonlyArray<(r: readonly unknown[]) => string>; user: ReadonlyArray<(r: readonly unknown[]) => string> }
   /** checks and rows other plugins add to project creation */
   readonly createHooks = new ProjectCreateHooks()
   /** limits beyond quotas on what projects may store (the license's storage limit) */
@@ -193,9 +198,10 @@ export class ProjectService {
    * A page of the live projects the principal can read, ordered by name, and the count of all that
    * match: `GET /projects` and `/projects/search`. Prepared statements per shape of the filters
    * (the access filter in the same query): knex's query building cost more than the queries. The
-   * count is only queried when the page does not tell it (`pageTotal`).
+   * count is only queried when the page does not tell it (`pageTotal`). Rows are arrays of
+   * PROJECT_COLUMNS (`preparedRead`'s `arrays`); without a promise while SQLite's connection is free.
    */
-  async listPage(principal: Principal, q: ProjectListQuery): Promise<{ total: number; rows: ProjectView[] }> {
+  listPage(principal: Principal, q: ProjectListQuery): MaybePromise<{ total: number; rows: unknown[][] }> {
     let where = 'p.deleted = false'
     const args: unknown[] = []
     if (q.name) {
@@ -224,15 +230,44 @@ export class ProjectService {
     }
     const offset = (q.page - 1) * q.perPage
     const [limit, limitArgs] = limitSql(q.perPage)
-    const rows = await this.listStatement(`select ${PROJECT_COLUMNS.join(', ')} from projects p where ${where} order by p.name, p.id ${limit} offset ?`)([...args, ...limitArgs, offset])
-    const total = await pageTotal(offset, q.perPage, rows.length, async () => Number((await this.listStatement(`select count(*) as total from projects p where ${where}`)(args))[0].total))
-    return { total, rows: rows.map(projectViewOfRow) }
+    const page = this.listStatement(`select ${PROJECT_COLUMNS.join(', ')} from projects p where ${where} order by p.name, p.id ${limit} offset ?`, true).now([...args, ...limitArgs, offset])
+    const count = () => andThen(this.listStatement(`select count(*) as total from projects p where ${where}`).now(args), ([r]) => Number((r as { total: unknown }).total))
+    return andThen(page, (rows) => andThen(pageTotal(offset, q.perPage, rows.length, count), (total) => ({ total, rows: rows as unknown[][] })))
   }
 
-  private listStatement(sql: string): PreparedRead {
+  private listStatement(sql: string, arrays = false): PreparedRead {
     let read = this.listStatements.get(sql)
-    if (!read) this.listStatements.set(sql, (read = preparedRead(this.knex, sql)))
+    if (!read) this.listStatements.set(sql, (read = preparedRead(this.knex, sql, { arrays })))
     return read
+  }
+
+  /**
+   * `listPage` as the JSON text of `{ projects: render(…) }`: written from the rows without making
+   * their objects when every decorator gives fields (`ProjectViews.layout`), else rendered and
+   * stringified. Without a promise while nothing waits.
+   */
+  listPageJson(ctx: MamContext, principal: Principal, q: ProjectListQuery): MaybePromise<{ total: number; body: string }> {
+    return andThen(this.listPage(principal, q), ({ total, rows }) => andThen(this.pageJson(ctx, rows), (body) => ({ total, body })))
+  }
+
+  private pageJson(ctx: MamContext, rows: unknown[][]): MaybePromise<string> {
+    const layout = this.views.layout(PROJECT_JSON_KEYS)
+    if (!layout) return andThen(this.render(ctx, rows.map((r) => projectViewOfRow(Object.fromEntries(COLUMN_NAMES.map((name, i) => [name, r[i]]))))), (projects) => JSON.stringify({ projects }))
+    const own = this.ownJson(ctx.user?.isAdmin === true)
+    const ids = rows.map((r) => Number(r[0]))
+    const valuesOf: Array<(id: number) => readonly unknown[]> = []
+    const read = rows.length ? eachInTurn(layout.fields, (fields, i) => andThen(fields.read(ids), (lookup) => void (valuesOf[i] = lookup))) : undefined
+    return andThen(read, () => projectPageJson(rows, ids, layout, own, valuesOf))
+  }
+
+  /** the JSON text of each of PROJECT_JSON_KEYS from a row of PROJECT_COLUMNS, as an administrator (absolute `path`) or another user sees it */
+  private ownJson(admin: boolean): ReadonlyArray<(r: readonly unknown[]) => string> {
+    const writers = (admin: boolean) => {
+      const byKey = projectJsonWriters(COLUMN_NAMES, (storage, folder) => (admin ? this.pathOf({ storage: storage as string, folder: folder as string }) : (folder as string)))
+      return PROJECT_JSON_KEYS.map((key) => byKey[key])
+    }
+    this.ownJsonWriters ??= { admin: writers(true), user: writers(false) }
+    return admin ? this.ownJsonWriters.admin : this.ownJsonWriters.user
   }
 
   /**

@@ -23,6 +23,9 @@ export { StrategyRuns, RUNNABLE_KINDS, type RunnableKind, type ProjectRun, type 
 export { Strategy, ArchiveState, ArchiveFile, StrategyCopy } from './entities.js'
 
 import { andThen, conflict, coreServices, definePlugin } from '../../core/index.js'
+
+/** a project's archive fields when it has no archive state: archive_strategy_id, archive_strategy_state, archived */
+const NOT_ARCHIVED = [null, null, false] as const
 const Settings = Type.Object(
   {
     /** directories disk destinations must lie inside; empty: `<dataDir>/targets` */
@@ -70,17 +73,15 @@ export const strategiesPlugin = definePlugin({
     // before the projects plugin's started phase repairs what a killed process left in the journal
     resolve(strategyServices.tier).defineRepair()
     const archives = resolve(strategyServices.archives)
-    // GET /projects/:id shows where its archive is and how far it got
-    resolve(projectServices.service).views.add((_em, projects, json) =>
-      andThen(archives.statesOf(projects.map((p) => p.id)), (states) =>
-        projects.forEach((p, i) => {
-          const s = states.get(p.id)
-          json[i].archive_strategy_id = s?.archive_strategy_id ?? null
-          json[i].archive_strategy_state = s ? s.state : null
-          json[i].archived = s ? s.state === 'archived' || s.bytes_released > 0 : false
+    // GET /projects/:id shows where its archive is and how far it got; fields (values): GET /projects writes its page as text
+    resolve(projectServices.service).views.addFields({
+      keys: ['archive_strategy_id', 'archive_strategy_state', 'archived'],
+      read: (ids) =>
+        andThen(archives.statesOf(ids), (states) => (id: number) => {
+          const s = states.get(id)
+          return s ? [s.archive_strategy_id ?? null, s.state, s.state === 'archived' || s.bytes_released > 0] : NOT_ARCHIVED
         }),
-      ),
-    )
+    })
     // a rename or delete would pull the folder from under a running archive, or orphan an archive
     resolve(projectServices.guards).add(async (_em, project, action) => {
       const s = await archives.state(project.id)

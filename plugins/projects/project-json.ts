@@ -1,0 +1,97 @@
+import { columnJson } from '../../core/index.js'
+import type { ProjectJsonLayout } from './views.js'
+
+/** the keys `ProjectService.serialize` gives a project's JSON, in its order */
+export const PROJECT_JSON_KEYS: readonly string[] = [
+  'id', 'uuid', 'name', 'alternative_name', 'description', 'storage', 'folder', 'path', 'template_id', 'is_library_project', 'encoding_priority', 'custom_metadata',
+  'quota', 'size', 'size_calculated_at', 'parent_id', 'frozen', 'frozen_by_id', 'frozen_at', 'mounted_by', 'locked_by', 'archive_strategy_id', 'archive_strategy_state',
+  'created_by', 'created_by_edit', 'last_opened_by', 'last_opened_by_edit', 'last_used_at', 'deleted', 'created_at', 'updated_at',
+]
+
+/** the columns a page's rows are read with (arrays, in this order): `PROJECT_COLUMNS` */
+type RowArray = readonly unknown[]
+export type ProjectColumn =
+  | 'id' | 'uuid' | 'name' | 'alternative_name' | 'description' | 'storage' | 'folder' | 'template_id' | 'is_library_project' | 'encoding_priority' | 'custom_metadata'
+  | 'quota' | 'size' | 'size_calculated_at' | 'parent_id' | 'frozen_by_id' | 'frozen_at' | 'created_by_id' | 'created_by_edit' | 'last_opened_by_id' | 'last_opened_by_edit'
+  | 'last_used_at' | 'deleted' | 'created_at' | 'updated_at'
+
+/**
+ * For each key of PROJECT_JSON_KEYS, the JSON text of its value from a row read as an array of
+ * `columns`: what `JSON.stringify(serialize(projectViewOfRow(row), viewer))` writes for it, value by
+ * value (test/plugins/projects/project-json.test.ts compares the two). `pathOf` is the `path` a
+ * viewer sees (the folder, or its absolute path for administrators).
+ */
+export function projectJsonWriters(columns: readonly ProjectColumn[], pathOf: (storage: unknown, folder: unknown) => string): Record<string, (r: RowArray) => string> {
+  const at = (name: ProjectColumn) => {
+    const i = columns.indexOf(name)
+    if (i === -1) throw new Error(`project JSON: no column ${name}`)
+    return i
+  }
+  const text = (name: ProjectColumn) => ((i) => (r: RowArray) => columnJson.text(r[i]))(at(name))
+  const intOrNull = (name: ProjectColumn) => ((i) => (r: RowArray) => columnJson.intOrNull(r[i]))(at(name))
+  const int = (name: ProjectColumn) => ((i) => (r: RowArray) => columnJson.int(r[i]))(at(name))
+  const date = (name: ProjectColumn) => ((i) => (r: RowArray) => columnJson.date(r[i]))(at(name))
+  const bool = (name: ProjectColumn) => ((i) => (r: RowArray) => columnJson.bool(r[i]))(at(name))
+  const storage = at('storage')
+  const folder = at('folder')
+  const customMetadata = at('custom_metadata')
+  const frozenAt = at('frozen_at')
+  const nothing = () => 'null'
+  return {
+    id: int('id'),
+    uuid: text('uuid'),
+    name: text('name'),
+    alternative_name: text('alternative_name'),
+    description: text('description'),
+    storage: text('storage'),
+    folder: text('folder'),
+    path: (r) => JSON.stringify(pathOf(r[storage], r[folder])),
+    template_id: intOrNull('template_id'),
+    is_library_project: bool('is_library_project'),
+    encoding_priority: int('encoding_priority'),
+    custom_metadata: (r) => columnJson.json(r[customMetadata], '{}'),
+    quota: intOrNull('quota'),
+    size: int('size'),
+    size_calculated_at: date('size_calculated_at'),
+    parent_id: intOrNull('parent_id'),
+    frozen: (r) => (r[frozenAt] === null || r[frozenAt] === undefined ? 'false' : 'true'),
+    frozen_by_id: intOrNull('frozen_by_id'),
+    frozen_at: date('frozen_at'),
+    // other plugins' fields (the edits plugin's, the strategies plugin's); their values when none is loaded
+    mounted_by: nothing,
+    locked_by: nothing,
+    archive_strategy_id: nothing,
+    archive_strategy_state: nothing,
+    created_by: intOrNull('created_by_id'),
+    created_by_edit: text('created_by_edit'),
+    last_opened_by: intOrNull('last_opened_by_id'),
+    last_opened_by_edit: text('last_opened_by_edit'),
+    last_used_at: date('last_used_at'),
+    deleted: bool('deleted'),
+    created_at: date('created_at'),
+    updated_at: date('updated_at'),
+  }
+}
+
+/**
+ * `{"projects":[…]}` as JSON.stringify writes the decorated JSON objects (`ProjectService.render`),
+ * without making them: each project's keys in `layout`'s order, the projects plugin's values from
+ * `own`, the others from `valuesOf` (per fields of the layout, the lookup its `read` answered).
+ * A value JSON.stringify leaves out (undefined) leaves its key out, as in an object.
+ */
+export function projectPageJson(rows: readonly RowArray[], ids: readonly number[], layout: ProjectJsonLayout, own: readonly ((r: RowArray) => string)[], valuesOf: ReadonlyArray<(id: number) => readonly unknown[]>): string {
+  const { keys, sources } = layout
+  let body = '{"projects":['
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i]
+    const values = valuesOf.map((lookup) => lookup(ids[i]))
+    let project = ''
+    for (let k = 0; k < keys.length; k++) {
+      const [from, index] = sources[k]
+      const value = from === -1 ? own[k](row) : JSON.stringify(values[from][index])
+      if (value !== undefined) project += (project ? ',' : '{') + keys[k] + value
+    }
+    body += (i ? ',' : '') + (project || '{') + '}'
+  }
+  return `${body}]}`
+}
