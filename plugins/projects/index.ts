@@ -42,7 +42,7 @@ export const projectsPlugin = definePlugin({
   register(api) {
     const { service, guards, pathMoveHooks, storageJournal, moves, relocation } = projectServices
     api.provide(service, (r) =>
-      new ProjectService(r(coreServices.storages), r(templateServices.service), r(identityServices.accessRights), r(identityServices.teams), r(coreServices.knex), r(storageJournal), r(coreServices.outbox)),
+      new ProjectService(r(coreServices.storages), r(templateServices.service), r(identityServices.accessRights), r(identityServices.teams), r(coreServices.knex), r(storageJournal), r(coreServices.outbox), r(coreServices.db).dialect === 'postgresql'),
     )
     api.provide(guards, () => new ProjectGuards())
     api.provide(pathMoveHooks, () => new PathMoveHooks())

@@ -10,7 +10,7 @@ import { copyTemplateTree } from './template-copy.js'
 import { treeSize } from './folders.js'
 import { CREATE_KIND, type CreateIntent } from './creation.js'
 import { ProjectViews, type ProjectJson } from './views.js'
-import { PROJECT_JSON_KEYS, projectJsonWriters, projectPageJson, type ProjectColumn } from './project-json.js'
+import { PROJECT_JSON_KEYS, pgPageColumns, projectJsonWriters, projectPageJson, type ProjectColumn } from './project-json.js'
 import { ProjectCreateHooks } from './create-hooks.js'
 import { SpaceLimits } from './space-limits.js'
 
@@ -145,6 +145,8 @@ export class ProjectService {
     private readonly knex: Knex,
     private readonly journal: StorageJournal,
     private readonly outbox?: Outbox,
+    /** PostgreSQL: pages are read with `pgPageColumns` */
+    private readonly pg = false,
   ) {}
 
   pathOf(p: Pick<Project, 'storage' | 'folder'>): string {
@@ -230,7 +232,11 @@ export class ProjectService {
     }
     const offset = (q.page - 1) * q.perPage
     const [limit, limitArgs] = limitSql(q.perPage)
-    const page = this.listStatement(`select ${PROJECT_COLUMNS.join(', ')} from projects p where ${where} order by p.name, p.id ${limit} offset ?`, true).now([...args, ...limitArgs, offset])
+    const pageArgs = [...args, ...limitArgs, offset]
+    const tail = `from projects p where ${where} order by p.name, p.id ${limit} offset ?`
+    const plain = () => this.listStatement(`select ${PROJECT_COLUMNS.join(', ')} ${tail}`, true).now(pageArgs)
+    // PostgreSQL: dates as numbers, JSON as text, unless a row has a date the driver reads otherwise (pgPageColumns)
+    const page = !this.pg ? plain() : andThen(this.listStatement(`select ${pgPageColumns(PROJECT_COLUMNS)} ${tail}`, true).now(pageArgs), (rows) => (rows.every((r) => (r as unknown[])[PROJECT_COLUMNS.length] === true) ? rows : plain()))
     const count = () => andThen(this.listStatement(`select count(*) as total from projects p where ${where}`).now(args), ([r]) => Number((r as { total: unknown }).total))
     return andThen(page, (rows) => andThen(pageTotal(offset, q.perPage, rows.length, count), (total) => ({ total, rows: rows as unknown[][] })))
   }
