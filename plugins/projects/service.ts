@@ -131,6 +131,8 @@ export class ProjectService {
   private summaryStatements?: { admin: PreparedRead; user: PreparedRead }
   /** `listPage`'s statements by SQL text: one per shape of the filters (a few dozen at most) */
   private readonly listStatements = new Map<string, PreparedRead>()
+  /** `path.join(root, sep)` by storage root, for `pagePathOf` */
+  private readonly rootPrefixes = new Map<string, string>()
   private ownJsonWriters?: { admin: ReadonlyArray<(r: readonly unknown[]) => string>; user: ReadonlyArray<(r: readonly unknown[]) => string> }
   /** checks and rows other plugins add to project creation */
   readonly createHooks = new ProjectCreateHooks()
@@ -151,6 +153,19 @@ export class ProjectService {
 
   pathOf(p: Pick<Project, 'storage' | 'folder'>): string {
     return path.join(this.storages.get(p.storage).root, p.folder)
+  }
+
+  /**
+   * `pathOf` for pages of projects: a folder that is one plain name (a project's, `safeName`) follows
+   * its storage's root as path.join writes that with a separator, without path.join's normalising
+   * of the whole path once per project; any other folder goes through path.join
+   */
+  private pagePathOf(storage: string, folder: string): string {
+    const root = this.storages.get(storage).root
+    if (!folder || folder === '.' || folder === '..' || folder.includes('/') || folder.includes(path.sep)) return path.join(root, folder)
+    let prefix = this.rootPrefixes.get(root)
+    if (prefix === undefined) this.rootPrefixes.set(root, (prefix = path.join(root, path.sep)))
+    return prefix + folder
   }
 
   /**
@@ -269,7 +284,7 @@ export class ProjectService {
   /** the JSON text of each of PROJECT_JSON_KEYS from a row of PROJECT_COLUMNS, as an administrator (absolute `path`) or another user sees it */
   private ownJson(admin: boolean): ReadonlyArray<(r: readonly unknown[]) => string> {
     const writers = (admin: boolean) => {
-      const byKey = projectJsonWriters(COLUMN_NAMES, (storage, folder) => (admin ? this.pathOf({ storage: storage as string, folder: folder as string }) : (folder as string)))
+      const byKey = projectJsonWriters(COLUMN_NAMES, (storage, folder) => (admin ? this.pagePathOf(storage as string, folder as string) : (folder as string)))
       return PROJECT_JSON_KEYS.map((key) => byKey[key])
     }
     this.ownJsonWriters ??= { admin: writers(true), user: writers(false) }

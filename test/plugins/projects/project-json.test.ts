@@ -46,6 +46,8 @@ onEachDatabase(t, 'a page written as text is byte for byte the page of decorated
       updated_at: new Date(1_764_000_000_123),
     })
   // a year PostgreSQL's driver misreads (its page is read again as plain rows there), microseconds it drops
+  // folders path.join normalises (an administrator's `path`): the same as GET /projects/:id's
+  await knex('projects').where('id', ids[3]).update({ folder: 'D/../x/./y' })
   await knex('projects').where('id', ids[1]).update({ description: '', custom_metadata: '{}', template_id: null, created_by_edit: 'EDIT "1"', last_opened_by_edit: 'ß', last_used_at: new Date('0999-06-01T12:00:00.5Z') })
   if (s.db === 'postgresql') await knex.raw(`update projects set updated_at = '2026-01-02 03:04:05.678999+00', created_at = '1950-01-02 03:04:05.000001+00' where id = ?`, [ids[2]])
   // the edits plugin's and the strategies plugin's fields: a mount, an archive state
