@@ -44,6 +44,7 @@ export const TABLES_WITHOUT_ENTITY = [
   'search_properties',
   'search_documents',
   'search_dirty', // documents a bulk value change left for the sweeper (plugins/search/sweep.ts), PostgreSQL only
+  'search_lexemes', // the words' lexicon: a prefix searched as its exact lexemes (plugins/search/migrations.ts, 0008), PostgreSQL only
   'search_fts',
   'search_fts_data',
   'search_fts_idx',

@@ -84,9 +84,20 @@ export function fieldLexeme(f: FieldFilter): string {
   return [...text].slice(0, FIELD_LEXEME_MAX).join('')
 }
 
-/** `'inter':* & 'red' <-> 'car'`: words as prefixes, phrases exact; null when there is nothing */
-export function tsquery(words: string[], phrases: string[][]): string | null {
-  const parts = [...words.map((w) => `${lexeme(w)}:*`), ...phrases.map((p) => (p.length === 1 ? lexeme(p[0]) : `(${p.map(lexeme).join(' <-> ')})`))]
+/** a word prefix held by at most this many lexemes of the lexicon is searched as them (service.ts, prefixLexemes); a broader one stays a prefix */
+export const PREFIX_LEXEMES = 64
+
+/**
+ * `'inter':* & 'red' <-> 'car'`: words as prefixes, phrases exact; null when there is nothing. A word given
+ * its lexemes (`lexemesOf`: the lexicon's words that start with it) is those exact lexemes instead,
+ * `('interview' | 'internal')`: the same documents, which GIN finds without a bitmap of the prefix.
+ */
+export function tsquery(words: string[], phrases: string[][], lexemesOf?: ReadonlyMap<string, string[]>): string | null {
+  const word = (w: string) => {
+    const known = lexemesOf?.get(w)
+    return known ? `(${known.map(lexeme).join(' | ')})` : `${lexeme(w)}:*`
+  }
+  const parts = [...words.map(word), ...phrases.map((p) => (p.length === 1 ? lexeme(p[0]) : `(${p.map(lexeme).join(' <-> ')})`))]
   return parts.length ? parts.join(' & ') : null
 }
 

@@ -343,7 +343,9 @@ onEachDatabase(t, 'search: field:value is the start of the field\'s value on bot
     const path = `${broad ? ' (broad path)' : ''}${few ? ' (each document tested)' : ''}`
     bindings.length = 0
     t.same(names(await find('client:"acme holdings lt" signs')), ['signs.mov'], `with a word${path}`)
-    if (s.db === 'postgresql') t.equal(bindings.includes("'signs':* & 'client' & 'acme' & 'holdings'"), broad, `the field's words but the last as candidates${path}`)
+    // the word `signs` as its one lexeme for the word index (prefixLexemes), as a prefix where each document is tested
+    const candidates = `${few ? "'signs':*" : "('signs')"} & 'client' & 'acme' & 'holdings'`
+    if (s.db === 'postgresql') t.equal(bindings.includes(candidates), broad, `the field's words but the last as candidates${path}`)
     t.same(names(await find('_:acme')), ['across.mov'], `a field without words${path}`)
     t.same(names(await find('client:acme')), ['chase.mov', 'signs.mov'], `not inside a value, another field's value, a longer field's name or across values${path}`)
     t.same(names(await find('client:"acme holdings lt"')), ['signs.mov'], `signs between the words${path}`)
@@ -366,6 +368,46 @@ onEachDatabase(t, 'search: field:value is the start of the field\'s value on bot
   t.same(names(await find('customer_name:acme')), ['chase.mov', 'signs.mov'])
   t.equal((await s.request('PUT', `/assets/${acme}/update_metadata`, { token: s.user.token, json: { custom_metadata: { Customer_Name: '' } } })).status, 200)
   t.notMatch(await fields(acme), /B:/, 'a cleared value leaves')
+})
+
+onEachDatabase(t, 'search: a word prefix finds every word it starts (PostgreSQL: as the lexicon\'s exact lexemes), a word written a moment ago too, and a renamed one no more', async (t, s) => {
+  const project = await createProject(s, s.user, { name: 'Lexicon' })
+  // PostgreSQL: through the word index (fewDocuments 0: this database's kinds are small, each document would be
+  // tested), whatever the planner guesses of a table never analyzed (frequentShare: no word is frequent)
+  const service = s.runtime.container.resolve<any>('search.service')
+  if (s.db === 'postgresql') [service.fewDocuments, service.frequentShare] = [0, Infinity]
+  const bindings: unknown[] = []
+  const spy = (q: { sql: string; bindings?: unknown[] }) => void (/search_documents/.test(q.sql) && bindings.push(...(q.bindings ?? [])))
+  s.runtime.db.knex.on('query', spy)
+  const find = async (term: string, lexemes?: string) => {
+    bindings.length = 0
+    const r = await s.request('GET', '/search', { token: s.user.token, query: { term, per_page: '200' } })
+    t.equal(r.status, 200, r.text)
+    if (lexemes && s.db === 'postgresql') t.ok(bindings.includes(lexemes), `${term}: searched as ${lexemes}`)
+    return names(r)
+  }
+  await asset(s, project.id, 'z/zebra_1.mov')
+  const fish = await asset(s, project.id, 'z/zebrafish.mov')
+  t.same(await find('zebr', "('zebra' | 'zebrafish')"), ['zebra_1.mov', 'zebrafish.mov'], 'both words the prefix starts')
+  await asset(s, project.id, 'z/zebroid.mov')
+  t.same(await find('zebr', "('zebra' | 'zebrafish' | 'zebroid')"), ['zebra_1.mov', 'zebrafish.mov', 'zebroid.mov'], 'a word written a moment ago')
+  await s.runtime.db.knex('assets').where('id', fish).update({ name: 'horse.mov', path: 'z/horse.mov' })
+  t.same(await find('zebr'), ['zebra_1.mov', 'zebroid.mov'], 'a renamed document no more (its word stays in the lexicon, matching nothing)')
+  t.same(await find('zebr 1'), ['zebra_1.mov'], 'beside another word')
+  t.same(await find('"zebra 1" zebr'), ['zebra_1.mov'], 'beside a phrase')
+  t.same(await find('zebr -zebroid'), ['zebra_1.mov'], 'with an exclusion')
+  if (s.db === 'postgresql') {
+    // a word two transactions added at once is in the lexicon twice: searched once
+    await s.runtime.db.knex('search_lexemes').insert({ lexeme: 'zebra' })
+    t.same(await find('zebr', "('zebra' | 'zebrafish' | 'zebroid')"), ['zebra_1.mov', 'zebroid.mov'], 'a lexeme there twice')
+  }
+  // more lexemes than PREFIX_LEXEMES (64): the prefix itself
+  for (let i = 0; i < 65; i++) await asset(s, project.id, `y/yak${i}x.mov`)
+  t.equal((await find('yak')).length, 65, 'a prefix of many words')
+  t.notOk(bindings.some((b) => String(b).includes("'yak0x'")), 'stays a prefix')
+  t.same(await find('quagga'), [], 'a prefix of no word')
+  s.runtime.db.knex.off('query', spy)
+  if (s.db === 'postgresql') [service.fewDocuments, service.frequentShare] = [1000, 0.05]
 })
 
 onEachDatabase(
@@ -395,15 +437,16 @@ onEachDatabase(
       return seen
     }
     const readable = new Set((await s.runtime.db.knex('assets').whereIn('project_id', [a.id, c.id]).select('id')).map((r: any) => Number(r.id)))
-    // the walk's statements, counted (PostgreSQL takes it when forced; SQLite has one plan)
+    // the walks' statements, counted (PostgreSQL takes them when forced; SQLite has one plan)
     let lateral = 0
-    const spy = (q: { sql: string }) => void (/CROSS JOIN LATERAL/.test(q.sql) && lateral++)
+    let merged = 0
+    const spy = (q: { sql: string }) => void (/CROSS JOIN LATERAL/.test(q.sql) ? lateral++ : /search_documents.* UNION ALL /s.test(q.sql) && merged++)
     s.runtime.db.knex.on('query', spy)
     const queries: Array<Record<string, string>> = [{ term: 'okapi' }, { term: 'okapi -draft' }, { term: 'oka', type: 'video' }]
     for (const query of queries) {
       service.frequentShare = Infinity
       const plain = await walkAll(query)
-      t.equal(lateral, 0, 'the one statement')
+      t.equal(lateral + merged, 0, 'the one statement')
       // PostgreSQL: the window opened through the word index, not by testing each document of this small database (fewDocuments)
       service.fewDocuments = 0
       t.same(await walkAll(query), plain, `${query.term}: the same rows in the same order through the word index`)
@@ -411,9 +454,15 @@ onEachDatabase(
       service.frequentShare = 0
       service.readableShare = 1
       service.walkDocuments = 0
+      // two readable projects: each walked and merged (mergedProjects), then the one walk of their documents
       const walked = await walkAll(query)
+      t.equal(merged > 0 && lateral === 0, s.db === 'postgresql', 'the projects walked one by one, merged (PostgreSQL)')
+      service.mergedProjects = 0
+      const probed = await walkAll(query)
+      service.mergedProjects = 32
       t.equal(lateral > 0, s.db === 'postgresql', 'the readable walk (PostgreSQL)')
-      lateral = 0
+      lateral = merged = 0
+      t.same(probed, plain, `${query.term}: the same rows in the same order through the walk of every readable document`)
       service.frequentShare = 0.05
       service.readableShare = 0.15
       service.walkDocuments = 100_000
