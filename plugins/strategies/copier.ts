@@ -1,14 +1,15 @@
 import { availableParallelism } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
-import { SUMS_WORKER, stopFlagOf, sumsOrThrow, type DescriptorSumsResult, type DescriptorSumsTask } from '../../core/index.js'
+import { COPY_PAGE, COPY_PAGE_WORKER, SUMS_WORKER, stopFlagOf, sumsOrThrow, type CopyPageResult, type CopyPageTask, type DescriptorSumsResult, type DescriptorSumsTask } from '../../core/index.js'
 import { PARALLEL } from './transfer.js'
-import { copyInThread, type CopyFds } from './targets/types.js'
+import { SYNCS_AT_ONCE, copyInThread, type CopyFds, type CopyPage } from './targets/types.js'
 import { COMPARE_WORKER, compareInThread, type CompareFds, type CompareResult, type CompareTask } from './compare.js'
 
 /** the stop flag of a copy without a signal: never set */
 const NEVER = new Int32Array(new SharedArrayBuffer(4))
 const COMPARE_FILE = fileURLToPath(COMPARE_WORKER)
+const COPY_PAGE_FILE = fileURLToPath(COPY_PAGE_WORKER)
 
 /**
  * Below this a file is copied in the event loop's thread: a worker round trip (~50 µs,
@@ -61,6 +62,22 @@ export class Copier {
       signal?.throwIfAborted()
       throw Object.assign(new Error(r.error.message), r.error.name ? { name: r.error.name } : {}, r.error.code ? { code: r.error.code } : {})
     }
+    return r
+  }
+
+  /**
+   * CopyPage: a page of files below IN_THREAD_BELOW in one task of the same pool (the core's
+   * copy-page module), one round trip instead of a dozen thread-pool hops per file on the event
+   * loop; absent with copyThreads 0 (everything in the caller's thread) and where /proc is missing.
+   */
+  get copyPage(): CopyPage | undefined {
+    return this.threads > 0 && COPY_PAGE ? this.runPage : undefined
+  }
+
+  private readonly runPage: CopyPage = async (task, signal) => {
+    signal?.throwIfAborted()
+    const full: CopyPageTask = { ...task, below: IN_THREAD_BELOW, syncsAtOnce: SYNCS_AT_ONCE, stop: signal ? stopFlagOf(signal) : NEVER }
+    const r: CopyPageResult = await this.workers().run(full, { filename: COPY_PAGE_FILE })
     return r
   }
 
