@@ -6,10 +6,12 @@
  * storages (`POST /projects/tier`) vs `cp -r` + `sync`. And the process's RSS, sampled every
  * 100 ms, while a large project is archived and restored (the server runs in this process).
  *
- *   npx tsc -p . && node dist/bench/strategies.js [--mib 256] [--small 10000] [--large-gib 10] [--only disk,known,small,s3,tier,rss,verify] [--copy-threads N]
+ *   npx tsc -p . && node dist/bench/strategies.js [--mib 256] [--small 10000] [--large-gib 10] [--only disk,known,small,s3,tier,rss,verify,pages] [--copy-threads N]
  *
  * `--only known`: the disk runs again on a project whose files are assets hashed by the assets plugin
  * (`rehash`), so the archive knows their checksums (copies by the kernel, see plugins/strategies/README.md).
+ * `--only pages` (not in the default set): the copying stage of small files alone (`--pages-files`,
+ * 2,000), one file at a time in the event loop vs a page of 64 in one worker task, alternating.
  * `--only verify` (not in the default set): the fingerprint check alone, read back and hashed vs
  * compared with the originals, alternating in one process (medians of 7).
  * `--cold`: the disk copies are not preceded by freeing page cache (warmPages, below).
@@ -31,15 +33,17 @@ import { Copier } from '../plugins/strategies/copier.js'
 import { eachLimit } from '../plugins/strategies/concurrency.js'
 import { DiskTarget } from '../plugins/strategies/targets/disk.js'
 import type { Sums } from '../plugins/strategies/targets/types.js'
-import { PARALLEL, verify } from '../plugins/strategies/transfer.js'
+import { PARALLEL, copyVerified, verify } from '../plugins/strategies/transfer.js'
 
-const { values } = parseArgs({ options: { mib: { type: 'string', default: '256' }, small: { type: 'string', default: '10000' }, 'large-gib': { type: 'string', default: '10' }, only: { type: 'string', default: 'disk,known,small,s3,tier,rss' }, 'copy-threads': { type: 'string' }, cold: { type: 'boolean', default: false } } })
+const { values } = parseArgs({ options: { mib: { type: 'string', default: '256' }, small: { type: 'string', default: '10000' }, 'large-gib': { type: 'string', default: '10' }, only: { type: 'string', default: 'disk,known,small,s3,tier,rss' }, 'copy-threads': { type: 'string' }, 'pages-files': { type: 'string', default: '2000' }, cold: { type: 'boolean', default: false } } })
 /** `--cold`: no warmPages before the timed disk copies (as before 2026-11-25 03:20) */
 const COLD = values.cold
 /** the strategies plugin's `copyThreads` (0: hashing in the event loop's thread, as before the Copier); default one per core */
 const THREADS = values['copy-threads'] === undefined ? undefined : Number(values['copy-threads'])
 const MIB = Number(values.mib)
 const SMALL = Number(values.small)
+/** `--only pages`: files copied per run */
+const PAGES_FILES = Number(values['pages-files'])
 const LARGE_GIB = Number(values['large-gib'])
 const ONLY = new Set(values.only.split(','))
 const mibs = (bytes: number, ms: number) => (bytes / 1048576) / (ms / 1000)
@@ -304,6 +308,44 @@ try {
     const h = of('hash')
     const c = of('compare')
     console.log(`verify, ${MIB} MiB in 4 files (page cache), medians of 7: read back and hashed ${rate(bytes, h.ms)}, CPU ${(h.cpu / 1000).toFixed(2)} s; compared with the originals ${rate(bytes, c.ms)}, CPU ${(c.cpu / 1000).toFixed(2)} s; compare/hash time ${(c.ms / h.ms).toFixed(2)}, CPU ${(c.cpu / h.cpu).toFixed(2)}; load average ${load()}`)
+    await copier.close()
+  }
+
+  if (ONLY.has('pages')) {
+    // the copying stage of small files alone, both ways in this one process (alternating, medians):
+    // copyVerified of pages of 64 files of 4 KiB with a fingerprint check, one file at a time in the
+    // event loop (copyPage left out: main's way) or a page in one worker task (Copier.copyPage)
+    const copier = new Copier(THREADS)
+    const files: Record<string, number> = {}
+    for (let i = 0; i < PAGES_FILES; i++) files[`s/${Math.floor(i / 100)}/f${i}.bin`] = 4096
+    const src = await project(s, 'Pages', files)
+    const names = Object.keys(files)
+    let round = 0
+    const timeOne = async (how: 'per-file' | 'page') => {
+      const target = new DiskTarget(path.join(targets, `pages-${round++}`))
+      const signal = new AbortController().signal
+      const c0 = ownCpuMs()
+      const elu0 = performance.eventLoopUtilization()
+      const t0 = performance.now()
+      for (let i = 0; i < names.length; i += 64) {
+        const page = names.slice(i, i + 64).map((rel) => ({ item: rel, root: src.root, path: rel, key: rel, size: 4096 }))
+        const done = await copyVerified(target, page, { check: 'fingerprint', signal, reuse: false, copy: copier.copy, compare: copier.compare, copyPage: how === 'page' ? copier.copyPage : undefined })
+        if (done.some((o) => o.error)) throw new Error(`${how}: ${done.find((o) => o.error)!.error!.message}`)
+      }
+      const result = { ms: performance.now() - t0, cpu: ownCpuMs() - c0, loop: performance.eventLoopUtilization(elu0).active }
+      await rm(path.join(targets, `pages-${round - 1}`), { recursive: true, force: true })
+      return result
+    }
+    const runs: Record<'per-file' | 'page', Array<{ ms: number; cpu: number; loop: number }>> = { 'per-file': [], page: [] }
+    for (let i = 0; i < 5; i++) for (const how of i % 2 ? (['page', 'per-file'] as const) : (['per-file', 'page'] as const)) runs[how].push(await timeOne(how))
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+    const line = (how: 'per-file' | 'page') => {
+      const ms = median(runs[how].map((r) => r.ms))
+      const cpu = median(runs[how].map((r) => r.cpu))
+      const loop = median(runs[how].map((r) => r.loop))
+      return `${how} ${perSecond(PAGES_FILES, ms)}, ${((cpu * 1000) / PAGES_FILES).toFixed(0)} µs CPU/file, event loop busy ${((loop * 1000) / PAGES_FILES).toFixed(0)} µs/file (runs: ${runs[how].map((r) => perSecond(PAGES_FILES, r.ms).replace(' files/s', '')).join(', ')})`
+    }
+    console.log(`pages, copyVerified of ${PAGES_FILES} files of 4 KiB (fingerprint, pages of 64), medians of 5: ${line('per-file')}; ${line('page')}; load average ${load()}`)
     await copier.close()
   }
 

@@ -226,7 +226,8 @@ async function copyPaged<T>(target: Target, files: Array<SourceFile<T>>, insideO
     // a folder missing or leading outside: copyOne says so as it always did
     const from = await insideOf(file.root).then((inside) => inside.pathOf(file.path, `file ${file.path}`)).catch(() => null)
     if (from === null) rest.push(file)
-    else byRoot.set(file.root, [...(byRoot.get(file.root) ?? []), { file, from }])
+    else if (byRoot.has(file.root)) byRoot.get(file.root)!.push({ file, from })
+    else byRoot.set(file.root, [{ file, from }])
   }
   for (const [root, page] of byRoot) {
     const insideRoot = (await insideOf(root)).realRoot
