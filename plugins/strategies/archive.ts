@@ -456,7 +456,8 @@ export class ArchiveService {
       const kept: any[] = []
       // the name itself (lstat, unlink: never followed) in its folder, resolved and checked inside the root once per page
       const inside = await InsideRoot.of(root)
-      await eachLimit(page, PARALLEL, async (f: any) => {
+      const rest = await this.releasePaged(inside, page, gone, kept)
+      await eachLimit(rest, PARALLEL, async (f: any) => {
         const file = await inside.pathOf(f.path, `file ${f.path}`).catch(unlessMissing)
         const stats = file && (await lstat(file).catch(unlessMissing))
         if (file && stats) {
@@ -489,6 +490,31 @@ export class ArchiveService {
     const failed = await this.counts(s, ctx, 1)
     if (failed) await this.update(s.id, { error: `${failed} file(s) changed after they were copied and stayed online` })
     return released
+  }
+
+  /**
+   * The release of a page's originals in one worker task (Copier.removePage: lstat, compare, unlink
+   * each name through its checked folder): removed or missing ones go to `gone`, changed ones to
+   * `kept`; those it could not decide on (a folder that cannot be resolved, another error) are
+   * handed back for the per-file way, which meets the error again as before.
+   */
+  private async releasePaged(inside: InsideRoot, page: any[], gone: any[], kept: any[]): Promise<any[]> {
+    const removePage = this.copier.removePage
+    if (!removePage) return page
+    const rest: any[] = []
+    const named: Array<{ f: any; file: string }> = []
+    for (const f of page) {
+      const file = await inside.pathOf(f.path, `file ${f.path}`).catch(() => null)
+      if (file === null) rest.push(f)
+      else named.push({ f, file })
+    }
+    const removals = await removePage(named.map(({ f, file }) => ({ path: file, size: Number(f.size), mtimeMs: Number(f.mtime_ms) })))
+    named.forEach(({ f }, i) => {
+      if (removals[i] === 'changed') kept.push(f)
+      else if (removals[i] === 'failed') rest.push(f)
+      else gone.push(f)
+    })
+    return rest
   }
 
   /** `counts` for a loop of pages: at most once per COUNTS_EVERY_MS */

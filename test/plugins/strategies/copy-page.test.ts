@@ -6,7 +6,7 @@
  * exactly as it did there; a stopped page leaves the files it did not reach uncopied.
  */
 import { createHash, randomBytes } from 'node:crypto'
-import { mkdir, readFile, readdir, stat, symlink, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { crc32 } from 'node:zlib'
 import t from 'tap'
@@ -137,4 +137,21 @@ t.test('a stopped page copies nothing more and rejects; restore by link never ov
   t.equal(await readFile(path.join(dir, 'taken.bin'), 'utf8'), 'someone else', 'the existing file untouched')
   t.ok((await readFile(path.join(dir, 'f2.restored'))).equals(files['f2.bin']))
   t.same((await readdir(dir)).filter((n) => n.startsWith('.t') || n === 'f3.restored'), [], 'no temporaries, nothing under the name that did not check out')
+})
+
+t.test('a page of originals removed in one worker task: only plain files with the size and time they were copied with', async (t) => {
+  const root = await project('release', { 'same.bin': randomBytes(10), 'grown.bin': randomBytes(10), 'linked.bin': randomBytes(10) })
+  const at = async (rel: string) => {
+    const st = await stat(path.join(root, rel))
+    return { path: path.join(root, rel), size: 10, mtimeMs: Math.floor(st.mtimeMs) }
+  }
+  const same = await at('same.bin')
+  const grown = await at('grown.bin')
+  await writeFile(path.join(root, 'grown.bin'), randomBytes(11))
+  const linked = await at('linked.bin')
+  await rm(linked.path)
+  await symlink(same.path, linked.path)
+  const removals = await copier.removePage!([same, grown, linked, { path: path.join(root, 'none.bin'), size: 1, mtimeMs: 0 }, { path: path.join(root, 'grown.bin', 'under-a-file'), size: 1, mtimeMs: 0 }])
+  t.same(removals, ['removed', 'changed', 'changed', 'missing', 'failed'])
+  t.same((await readdir(root)).sort(), ['grown.bin', 'linked.bin'], 'the changed file and the symbolic link stay')
 })
