@@ -10,8 +10,8 @@
  *
  * `--only known`: the disk runs again on a project whose files are assets hashed by the assets plugin
  * (`rehash`), so the archive knows their checksums (copies by the kernel, see plugins/strategies/README.md).
- * `--only pages` (not in the default set): the copying stage of small files alone (`--pages-files`,
- * 2,000), one file at a time in the event loop vs a page of 64 in one worker task, alternating.
+ * `--only pages` (not in the default set): the copying and releasing stages of small files alone
+ * (`--pages-files`, 2,000), one file at a time on the event loop vs a page of 64 in worker tasks, alternating.
  * `--only verify` (not in the default set): the fingerprint check alone, read back and hashed vs
  * compared with the originals, alternating in one process (medians of 7).
  * `--cold`: the disk copies are not preceded by freeing page cache (warmPages, below).
@@ -20,7 +20,7 @@
 import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { createReadStream, readFileSync } from 'node:fs'
-import { mkdir, mkdtemp, open, readdir, rm, stat, writeFile } from 'node:fs/promises'
+import { lstat, mkdir, mkdtemp, open, readdir, rm, stat, unlink, writeFile } from 'node:fs/promises'
 import { loadavg, tmpdir } from 'node:os'
 import path from 'node:path'
 import { parseArgs } from 'node:util'
@@ -312,40 +312,71 @@ try {
   }
 
   if (ONLY.has('pages')) {
-    // the copying stage of small files alone, both ways in this one process (alternating, medians):
-    // copyVerified of pages of 64 files of 4 KiB with a fingerprint check, one file at a time in the
-    // event loop (copyPage left out: main's way) or a page in one worker task (Copier.copyPage)
+    // the copying and releasing stages of small files alone, both ways in this one process
+    // (alternating, medians): copyVerified of pages of 64 files of 4 KiB with a fingerprint check,
+    // then the copies removed as a release removes originals (lstat, compare, unlink), one file at a
+    // time on the event loop, 4 at once (main's way), or a page in worker tasks (Copier.copyPage: one
+    // task; removePage: 4 at once)
     const copier = new Copier(THREADS)
+    const ways = ['per-file', 'page'] as const
+    type Way = (typeof ways)[number]
     const files: Record<string, number> = {}
     for (let i = 0; i < PAGES_FILES; i++) files[`s/${Math.floor(i / 100)}/f${i}.bin`] = 4096
     const src = await project(s, 'Pages', files)
     const names = Object.keys(files)
     let round = 0
-    const timeOne = async (how: 'per-file' | 'page') => {
-      const target = new DiskTarget(path.join(targets, `pages-${round++}`))
-      const signal = new AbortController().signal
+    const measured = async <T>(fn: () => Promise<T>) => {
       const c0 = ownCpuMs()
       const elu0 = performance.eventLoopUtilization()
       const t0 = performance.now()
-      for (let i = 0; i < names.length; i += 64) {
-        const page = names.slice(i, i + 64).map((rel) => ({ item: rel, root: src.root, path: rel, key: rel, size: 4096 }))
-        const done = await copyVerified(target, page, { check: 'fingerprint', signal, reuse: false, copy: copier.copy, compare: copier.compare, copyPage: how === 'page' ? copier.copyPage : undefined })
-        if (done.some((o) => o.error)) throw new Error(`${how}: ${done.find((o) => o.error)!.error!.message}`)
-      }
-      const result = { ms: performance.now() - t0, cpu: ownCpuMs() - c0, loop: performance.eventLoopUtilization(elu0).active }
-      await rm(path.join(targets, `pages-${round - 1}`), { recursive: true, force: true })
-      return result
+      await fn()
+      return { ms: performance.now() - t0, cpu: ownCpuMs() - c0, loop: performance.eventLoopUtilization(elu0).active }
     }
-    const runs: Record<'per-file' | 'page', Array<{ ms: number; cpu: number; loop: number }>> = { 'per-file': [], page: [] }
-    for (let i = 0; i < 5; i++) for (const how of i % 2 ? (['page', 'per-file'] as const) : (['per-file', 'page'] as const)) runs[how].push(await timeOne(how))
+    // archive.ts release's per-file way: lstat, compare, unlink, 4 at once on the event loop
+    const removeEach = async (page: Array<{ path: string; size: number; mtimeMs: number }>) => {
+      const removed: string[] = []
+      await eachLimit(page, PARALLEL, async (f) => {
+        const st = await lstat(f.path)
+        if (!st.isFile() || st.size !== f.size || Math.floor(st.mtimeMs) !== f.mtimeMs) return void removed.push('changed')
+        await unlink(f.path)
+        removed.push('removed')
+      })
+      return removed
+    }
+    const timeOne = async (way: Way) => {
+      const dir = path.join(targets, `pages-${round++}`)
+      const target = new DiskTarget(dir)
+      const signal = new AbortController().signal
+      const copyPage = way === 'per-file' ? undefined : copier.copyPage
+      const copy = await measured(async () => {
+        for (let i = 0; i < names.length; i += 64) {
+          const page = names.slice(i, i + 64).map((rel) => ({ item: rel, root: src.root, path: rel, key: rel, size: 4096 }))
+          const done = await copyVerified(target, page, { check: 'fingerprint', signal, reuse: false, copy: copier.copy, compare: copier.compare, copyPage })
+          if (done.some((o) => o.error)) throw new Error(`${way}: ${done.find((o) => o.error)!.error!.message}`)
+        }
+      })
+      // the copies' times, as an archive's rows have the originals'
+      const copies = await Promise.all(names.map(async (rel) => ({ path: path.join(dir, rel), size: 4096, mtimeMs: Math.floor((await stat(path.join(dir, rel))).mtimeMs) })))
+      const release = await measured(async () => {
+        for (let i = 0; i < copies.length; i += 64) {
+          const page = copies.slice(i, i + 64)
+          const removed = way === 'per-file' ? await removeEach(page) : await copier.removePage!(page)
+          if (removed.some((r) => r !== 'removed')) throw new Error(`${way}: not every copy removed`)
+        }
+      })
+      await rm(dir, { recursive: true, force: true })
+      return { copy, release }
+    }
+    const runs = new Map<Way, Array<Awaited<ReturnType<typeof timeOne>>>>()
+    for (let i = 0; i < 5; i++) for (const way of i % 2 ? [...ways].reverse() : ways) runs.set(way, [...(runs.get(way) ?? []), await timeOne(way)])
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
-    const line = (how: 'per-file' | 'page') => {
-      const ms = median(runs[how].map((r) => r.ms))
-      const cpu = median(runs[how].map((r) => r.cpu))
-      const loop = median(runs[how].map((r) => r.loop))
-      return `${how} ${perSecond(PAGES_FILES, ms)}, ${((cpu * 1000) / PAGES_FILES).toFixed(0)} µs CPU/file, event loop busy ${((loop * 1000) / PAGES_FILES).toFixed(0)} µs/file (runs: ${runs[how].map((r) => perSecond(PAGES_FILES, r.ms).replace(' files/s', '')).join(', ')})`
+    const figures = (list: Array<{ ms: number; cpu: number; loop: number }>) =>
+      `${perSecond(PAGES_FILES, median(list.map((r) => r.ms)))}, ${((median(list.map((r) => r.cpu)) * 1000) / PAGES_FILES).toFixed(0)} µs CPU/file, event loop ${((median(list.map((r) => r.loop)) * 1000) / PAGES_FILES).toFixed(0)} µs/file`
+    console.log(`pages, ${PAGES_FILES} files of 4 KiB in pages of 64, medians of 5 (load average ${load()}):`)
+    for (const way of ways) {
+      const list = runs.get(way)!
+      console.log(`  ${way}: copy (fingerprint) ${figures(list.map((r) => r.copy))}; release ${figures(list.map((r) => r.release))}`)
     }
-    console.log(`pages, copyVerified of ${PAGES_FILES} files of 4 KiB (fingerprint, pages of 64), medians of 5: ${line('per-file')}; ${line('page')}; load average ${load()}`)
     await copier.close()
   }
 

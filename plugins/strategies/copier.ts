@@ -17,6 +17,14 @@ const COPY_PAGE_FILE = fileURLToPath(COPY_PAGE_WORKER)
  */
 export const IN_THREAD_BELOW = 1 << 20
 
+/** a page's files in `count` tasks at once (as many as `run` is given), their answers in the files' order */
+function inParts<F, R>(files: F[], count: number, run: (part: F[]) => Promise<R>): Promise<R[]> {
+  const size = Math.ceil(files.length / Math.max(1, Math.min(count, files.length)))
+  const parts: F[][] = []
+  for (let i = 0; i < files.length; i += size) parts.push(files.slice(i, i + size))
+  return Promise.all(parts.map(run))
+}
+
 /**
  * Copies and hashes files in one pass off the event loop: SHA-256 of a large file takes the event
  * loop's thread for about a second per GiB, so a large file is copied (read, hashed, written with
@@ -82,16 +90,19 @@ export class Copier {
   }
 
   /**
-   * A page of originals removed in one task of the same pool (the core's removeUnchanged: lstat,
-   * compare, unlink each), as copyPage; absent where copyPage is.
+   * A page of originals removed in PARALLEL tasks of the same pool at once (the core's
+   * removeUnchanged: lstat, compare, unlink each), as copyPage; absent where copyPage is. Not one
+   * task: an unlink often waits in the file system (a journal commit), and one thread's unlinks in
+   * a row were slower than the per-file way's four in flight (bench/README.md, `--only pages`);
+   * a page copy's waits are its flushes, which its task runs several at once already.
    */
   get removePage(): ((files: UnchangedFile[]) => Promise<Removal[]>) | undefined {
     return this.copyPage && this.runRemoval
   }
 
   private readonly runRemoval = async (files: UnchangedFile[]): Promise<Removal[]> => {
-    const r: Removal[] = await this.workers().run({ files }, { filename: COPY_PAGE_FILE, name: 'removeUnchanged' })
-    return r
+    const results = await inParts(files, PARALLEL, (part) => this.workers().run({ files: part }, { filename: COPY_PAGE_FILE, name: 'removeUnchanged' }) as Promise<Removal[]>)
+    return results.flat()
   }
 
   private workers(): Piscina {
