@@ -232,42 +232,36 @@ async function place(file: PageFile, staged: Staged, task: CopyPageTask): Promis
 }
 
 /**
- * The page, file after file in this thread; each copy's flush runs (the thread pool) while the next
- * file is copied, `syncsAtOnce` at most, and each renames as soon as its own flush returned; then
- * each folder that got a name is flushed once. Settles only once nothing is in flight.
+ * The page: every file written to its temporary first, one after another in this thread, then the
+ * temporaries flushed (the thread pool), `syncsAtOnce` at a time, each renamed or linked as soon as
+ * its own flush returned; then each folder that got a name is flushed once. Not a flush behind each
+ * write: a create waits in the file system while a flush commits its journal, so creates that run
+ * between flushes wait for each commit (the per-file path's batch writes all, then flushes too).
+ * Settles only once nothing is in flight.
  */
 export async function copyPage(task: CopyPageTask): Promise<CopyPageResult> {
-  const outcomes: PageOutcome[] = new Array(task.files.length)
+  const outcomes: PageOutcome[] = new Array(task.files.length).fill(NOT_COPIED)
   const buffers = new Buffers()
-  const flushing = new Set<Promise<void>>()
-  const dirs = new Set<string>()
+  const staged: Array<{ i: number; staged: Staged }> = []
   let stopped = false
-  for (let i = 0; i < task.files.length; i++) {
-    const file = task.files[i]
+  for (let i = 0; i < task.files.length && !stopped; i++) {
     if (task.stop && Atomics.load(task.stop, 0)) stopped = true
-    if (stopped) {
-      outcomes[i] = NOT_COPIED
-      continue
+    else {
+      const done = stageOrNot(task.files[i], task, buffers)
+      if ('fd' in done) staged.push({ i, staged: done })
+      else outcomes[i] = done
     }
-    let staged: Staged | PageOutcome | null
-    try {
-      staged = stage(file, task, buffers)
-    } catch {
-      staged = null
-    }
-    if (!staged || !('fd' in staged)) {
-      outcomes[i] = staged ?? NOT_COPIED
-      continue
-    }
-    const flush = place(file, staged, task).then((outcome) => {
-      outcomes[i] = outcome
-      if (outcome.copied) dirs.add(path.dirname(file.to))
-      flushing.delete(flush)
-    })
-    flushing.add(flush)
-    if (flushing.size >= task.syncsAtOnce) await Promise.race(flushing)
   }
-  await Promise.all(flushing)
+  const dirs = new Set<string>()
+  let next = 0
+  const flusher = async () => {
+    while (next < staged.length) {
+      const { i, staged: s } = staged[next++]
+      outcomes[i] = await place(task.files[i], s, task)
+      if (outcomes[i].copied) dirs.add(path.dirname(task.files[i].to))
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(task.syncsAtOnce, staged.length) }, flusher))
   try {
     // the names outlive a crash too
     for (const dir of dirs) {
@@ -282,6 +276,15 @@ export async function copyPage(task: CopyPageTask): Promise<CopyPageResult> {
     return { outcomes, stopped, error: { message: (err as Error).message, code: (err as NodeJS.ErrnoException).code } }
   }
   return { outcomes, stopped }
+}
+
+/** stage, any error answered as not copied (the caller's path meets it again) */
+function stageOrNot(file: PageFile, task: CopyPageTask, buffers: Buffers): Staged | PageOutcome {
+  try {
+    return stage(file, task, buffers) ?? NOT_COPIED
+  } catch {
+    return NOT_COPIED
+  }
 }
 
 /** the piscina worker entry (COPY_PAGE_WORKER) */
