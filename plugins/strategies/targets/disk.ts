@@ -83,6 +83,7 @@ export class DiskTarget implements Target {
     return this.runPage(files, copyPage, signal, { place: 'link', readBack: false }, async (f) => ({ from: await this.file(f.key), temp: f.temp, to: f.to, expected: f.expected }))
   }
 
+  /** each file's task built (`task`; one that fails is answered not copied), one copyPage for the rest, the answers in the files' order; a page failure (a folder's flush) as a batch commit throws it */
   private async runPage<F>(files: F[], copyPage: CopyPage, signal: AbortSignal | undefined, how: Pick<Parameters<CopyPage>[0], 'insideRoot' | 'place' | 'readBack'>, task: (f: F, made: Set<string>) => Promise<PageFile>): Promise<PageOutcome[]> {
     const made = new Set<string>()
     const tasks: Array<PageFile | null> = []
