@@ -6,10 +6,12 @@
  * storages (`POST /projects/tier`) vs `cp -r` + `sync`. And the process's RSS, sampled every
  * 100 ms, while a large project is archived and restored (the server runs in this process).
  *
- *   npx tsc -p . && node dist/bench/strategies.js [--mib 256] [--small 10000] [--large-gib 10] [--only disk,known,small,s3,tier,rss,verify] [--copy-threads N]
+ *   npx tsc -p . && node dist/bench/strategies.js [--mib 256] [--small 10000] [--large-gib 10] [--only disk,known,small,s3,tier,rss,verify,pages] [--copy-threads N]
  *
  * `--only known`: the disk runs again on a project whose files are assets hashed by the assets plugin
  * (`rehash`), so the archive knows their checksums (copies by the kernel, see plugins/strategies/README.md).
+ * `--only pages` (not in the default set): the copying and releasing stages of small files alone
+ * (`--pages-files`, 2,000), one file at a time on the event loop vs a page of 64 in worker tasks, alternating.
  * `--only verify` (not in the default set): the fingerprint check alone, read back and hashed vs
  * compared with the originals, alternating in one process (medians of 7).
  * `--cold`: the disk copies are not preceded by freeing page cache (warmPages, below).
@@ -18,7 +20,7 @@
 import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { createReadStream, readFileSync } from 'node:fs'
-import { mkdir, mkdtemp, open, readdir, rm, stat, writeFile } from 'node:fs/promises'
+import { lstat, mkdir, mkdtemp, open, readdir, rm, stat, unlink, writeFile } from 'node:fs/promises'
 import { loadavg, tmpdir } from 'node:os'
 import path from 'node:path'
 import { parseArgs } from 'node:util'
@@ -31,15 +33,17 @@ import { Copier } from '../plugins/strategies/copier.js'
 import { eachLimit } from '../plugins/strategies/concurrency.js'
 import { DiskTarget } from '../plugins/strategies/targets/disk.js'
 import type { Sums } from '../plugins/strategies/targets/types.js'
-import { PARALLEL, verify } from '../plugins/strategies/transfer.js'
+import { PARALLEL, copyVerified, verify } from '../plugins/strategies/transfer.js'
 
-const { values } = parseArgs({ options: { mib: { type: 'string', default: '256' }, small: { type: 'string', default: '10000' }, 'large-gib': { type: 'string', default: '10' }, only: { type: 'string', default: 'disk,known,small,s3,tier,rss' }, 'copy-threads': { type: 'string' }, cold: { type: 'boolean', default: false } } })
+const { values } = parseArgs({ options: { mib: { type: 'string', default: '256' }, small: { type: 'string', default: '10000' }, 'large-gib': { type: 'string', default: '10' }, only: { type: 'string', default: 'disk,known,small,s3,tier,rss' }, 'copy-threads': { type: 'string' }, 'pages-files': { type: 'string', default: '2000' }, cold: { type: 'boolean', default: false } } })
 /** `--cold`: no warmPages before the timed disk copies (as before 2026-11-25 03:20) */
 const COLD = values.cold
 /** the strategies plugin's `copyThreads` (0: hashing in the event loop's thread, as before the Copier); default one per core */
 const THREADS = values['copy-threads'] === undefined ? undefined : Number(values['copy-threads'])
 const MIB = Number(values.mib)
 const SMALL = Number(values.small)
+/** `--only pages`: files copied per run */
+const PAGES_FILES = Number(values['pages-files'])
 const LARGE_GIB = Number(values['large-gib'])
 const ONLY = new Set(values.only.split(','))
 const mibs = (bytes: number, ms: number) => (bytes / 1048576) / (ms / 1000)
@@ -304,6 +308,75 @@ try {
     const h = of('hash')
     const c = of('compare')
     console.log(`verify, ${MIB} MiB in 4 files (page cache), medians of 7: read back and hashed ${rate(bytes, h.ms)}, CPU ${(h.cpu / 1000).toFixed(2)} s; compared with the originals ${rate(bytes, c.ms)}, CPU ${(c.cpu / 1000).toFixed(2)} s; compare/hash time ${(c.ms / h.ms).toFixed(2)}, CPU ${(c.cpu / h.cpu).toFixed(2)}; load average ${load()}`)
+    await copier.close()
+  }
+
+  if (ONLY.has('pages')) {
+    // the copying and releasing stages of small files alone, both ways in this one process
+    // (alternating, medians): copyVerified of pages of 64 files of 4 KiB with a fingerprint check,
+    // then the copies removed as a release removes originals (lstat, compare, unlink), one file at a
+    // time on the event loop, 4 at once (main's way), or a page in worker tasks (Copier.copyPage: one
+    // task; removePage: 4 at once)
+    const copier = new Copier(THREADS)
+    const ways = ['per-file', 'page'] as const
+    type Way = (typeof ways)[number]
+    const files: Record<string, number> = {}
+    for (let i = 0; i < PAGES_FILES; i++) files[`s/${Math.floor(i / 100)}/f${i}.bin`] = 4096
+    const src = await project(s, 'Pages', files)
+    const names = Object.keys(files)
+    let round = 0
+    const measured = async <T>(fn: () => Promise<T>) => {
+      const c0 = ownCpuMs()
+      const elu0 = performance.eventLoopUtilization()
+      const t0 = performance.now()
+      await fn()
+      return { ms: performance.now() - t0, cpu: ownCpuMs() - c0, loop: performance.eventLoopUtilization(elu0).active }
+    }
+    // archive.ts release's per-file way: lstat, compare, unlink, 4 at once on the event loop
+    const removeEach = async (page: Array<{ path: string; size: number; mtimeMs: number }>) => {
+      const removed: string[] = []
+      await eachLimit(page, PARALLEL, async (f) => {
+        const st = await lstat(f.path)
+        if (!st.isFile() || st.size !== f.size || Math.floor(st.mtimeMs) !== f.mtimeMs) return void removed.push('changed')
+        await unlink(f.path)
+        removed.push('removed')
+      })
+      return removed
+    }
+    const timeOne = async (way: Way) => {
+      const dir = path.join(targets, `pages-${round++}`)
+      const target = new DiskTarget(dir)
+      const signal = new AbortController().signal
+      const copyPage = way === 'per-file' ? undefined : copier.copyPage
+      const copy = await measured(async () => {
+        for (let i = 0; i < names.length; i += 64) {
+          const page = names.slice(i, i + 64).map((rel) => ({ item: rel, root: src.root, path: rel, key: rel, size: 4096 }))
+          const done = await copyVerified(target, page, { check: 'fingerprint', signal, reuse: false, copy: copier.copy, compare: copier.compare, copyPage })
+          if (done.some((o) => o.error)) throw new Error(`${way}: ${done.find((o) => o.error)!.error!.message}`)
+        }
+      })
+      // the copies' times, as an archive's rows have the originals'
+      const copies = await Promise.all(names.map(async (rel) => ({ path: path.join(dir, rel), size: 4096, mtimeMs: Math.floor((await stat(path.join(dir, rel))).mtimeMs) })))
+      const release = await measured(async () => {
+        for (let i = 0; i < copies.length; i += 64) {
+          const page = copies.slice(i, i + 64)
+          const removed = way === 'per-file' ? await removeEach(page) : await copier.removePage!(page)
+          if (removed.some((r) => r !== 'removed')) throw new Error(`${way}: not every copy removed`)
+        }
+      })
+      await rm(dir, { recursive: true, force: true })
+      return { copy, release }
+    }
+    const runs = new Map<Way, Array<Awaited<ReturnType<typeof timeOne>>>>()
+    for (let i = 0; i < 5; i++) for (const way of i % 2 ? [...ways].reverse() : ways) runs.set(way, [...(runs.get(way) ?? []), await timeOne(way)])
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+    const figures = (list: Array<{ ms: number; cpu: number; loop: number }>) =>
+      `${perSecond(PAGES_FILES, median(list.map((r) => r.ms)))}, ${((median(list.map((r) => r.cpu)) * 1000) / PAGES_FILES).toFixed(0)} µs CPU/file, event loop ${((median(list.map((r) => r.loop)) * 1000) / PAGES_FILES).toFixed(0)} µs/file`
+    console.log(`pages, ${PAGES_FILES} files of 4 KiB in pages of 64, medians of 5 (load average ${load()}):`)
+    for (const way of ways) {
+      const list = runs.get(way)!
+      console.log(`  ${way}: copy (fingerprint) ${figures(list.map((r) => r.copy))}; release ${figures(list.map((r) => r.release))}`)
+    }
     await copier.close()
   }
 

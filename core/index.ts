@@ -66,6 +66,7 @@ export { StorageRegistry, type Storage } from './storage/storages.js'
 export { linkExclusive, moveExclusive } from './storage/exclusive.js'
 export { identityOf, sameFile, type FileIdentity } from './storage/identity.js'
 export { StorageJournal, type JournalEntry } from './storage/journal.js'
+export { COPY_PAGE, COPY_PAGE_WORKER, type CopyPageTask, type CopyPageResult, type PageFile, type PageOutcome, type PageSums, type RemoveUnchangedTask, type Removal, type UnchangedFile } from './storage/copy-page.js'
 export { ChunkSums, sumsOrThrow, SUMS_WORKER, type ContentSums, type SumsWanted, type DescriptorSumsTask, type DescriptorSumsResult } from './storage/sums.js'
 
 // media tools and sealing of secrets at rest

@@ -7,7 +7,7 @@ import type { ProjectService } from '../projects/index.js'
 import type { StrategyRow, StrategyService } from './strategies.js'
 import { EARLY_SYNC_FROM, SYNCS_AT_ONCE, byKernel, copyKernel, flushed, fsyncPath, syncStarted, readAll, sameContent, sameSums, sumsOf, type Sums, type Target } from './targets/types.js'
 import { projectArchived, projectUnarchived } from './events.js'
-import { FileError, PARALLEL, copyVerified, readObject, verify, type TransmissionCheck } from './transfer.js'
+import { FileError, PAGED_BELOW, PARALLEL, copyVerified, readObject, verify, type TransmissionCheck } from './transfer.js'
 import { eachLimit, retryTransient } from './concurrency.js'
 import type { Copier } from './copier.js'
 export { FileError, verify, type TransmissionCheck } from './transfer.js'
@@ -397,8 +397,9 @@ export class ArchiveService {
             path: f.path,
             key: objectKey(s.archive_key, f.path),
             known: f.sha256 && f.crc32 ? { sums: { size: Number(f.size), sha256: f.sha256, crc32: f.crc32 }, size: Number(f.size), mtimeMs: Number(f.mtime_ms) } : null,
+            size: Number(f.size),
           })),
-          { check, signal: ctx.signal, reuse: true, copy: this.copier.copy, compare: this.copier.compare, onRetry: (err, what) => ctx.log.warn({ err }, `${what}: the target failed for now; retrying`) },
+          { check, signal: ctx.signal, reuse: true, copy: this.copier.copy, compare: this.copier.compare, copyPage: this.copier.copyPage, onRetry: (err, what) => ctx.log.warn({ err }, `${what}: the target failed for now; retrying`) },
         )
         const now = new Date()
         await this.knex.transaction(async (trx) => {
@@ -455,7 +456,8 @@ export class ArchiveService {
       const kept: any[] = []
       // the name itself (lstat, unlink: never followed) in its folder, resolved and checked inside the root once per page
       const inside = await InsideRoot.of(root)
-      await eachLimit(page, PARALLEL, async (f: any) => {
+      const rest = await this.releasePaged(inside, page, gone, kept)
+      await eachLimit(rest, PARALLEL, async (f: any) => {
         const file = await inside.pathOf(f.path, `file ${f.path}`).catch(unlessMissing)
         const stats = file && (await lstat(file).catch(unlessMissing))
         if (file && stats) {
@@ -488,6 +490,31 @@ export class ArchiveService {
     const failed = await this.counts(s, ctx, 1)
     if (failed) await this.update(s.id, { error: `${failed} file(s) changed after they were copied and stayed online` })
     return released
+  }
+
+  /**
+   * The release of a page's originals in one worker task (Copier.removePage: lstat, compare, unlink
+   * each name through its checked folder): removed or missing ones go to `gone`, changed ones to
+   * `kept`; those it could not decide on (a folder that cannot be resolved, another error) are
+   * handed back for the per-file way, which meets the error again as before.
+   */
+  private async releasePaged(inside: InsideRoot, page: any[], gone: any[], kept: any[]): Promise<any[]> {
+    const removePage = this.copier.removePage
+    if (!removePage) return page
+    const rest: any[] = []
+    const named: Array<{ f: any; file: string }> = []
+    for (const f of page) {
+      const file = await inside.pathOf(f.path, `file ${f.path}`).catch(() => null)
+      if (file === null) rest.push(f)
+      else named.push({ f, file })
+    }
+    const removals = await removePage(named.map(({ f, file }) => ({ path: file, size: Number(f.size), mtimeMs: Number(f.mtime_ms) })))
+    named.forEach(({ f }, i) => {
+      if (removals[i] === 'changed') kept.push(f)
+      else if (removals[i] === 'failed') rest.push(f)
+      else gone.push(f)
+    })
+    return rest
   }
 
   /** `counts` for a loop of pages: at most once per COUNTS_EVERY_MS */
@@ -534,7 +561,8 @@ export class ArchiveService {
       const back: Array<{ f: any; mtimeMs: number }> = []
       const made = new Set<string>()
       try {
-        await eachLimit(page, PARALLEL, async (f: any) => {
+        const rest = await this.restorePaged(s, target, root, page, made, back, ctx.signal)
+        await eachLimit(rest, PARALLEL, async (f: any) => {
           try {
             const restored = await retryTransient(() => this.fetchRestore(s, target, root, f, ctx.signal, made), { signal: ctx.signal, onRetry: (err) => ctx.log.warn({ err }, `restore of ${f.path}: the target failed for now; retrying`) })
             // a large file's flush starts as soon as it checked out: the device writes it while the page's other files are copied and hashed
@@ -593,17 +621,49 @@ export class ArchiveService {
     return { restored, failed }
   }
 
-  /** the archived copy of one file into a temporary beside its place (left open for the page's fsync), hashed on the way and checked */
-  private async fetchRestore(s: StateRow, target: Target, root: string, f: any, signal: AbortSignal, made = new Set<string>()): Promise<Restored> {
+  /**
+   * The page's small files (below PAGED_BELOW) restored in one worker task of a disk target
+   * (Target.fetchPage): each object copied to its temporary, hashed and checked against the archived
+   * checksums, flushed and linked to its name (never over a file), its folder flushed; those come
+   * back in `back`. The others are answered for fetchRestore's path, which meets whatever stopped
+   * them (a mismatch, a file under the name, a missing object) again and records it as before.
+   */
+  private async restorePaged(s: StateRow, target: Target, root: string, page: any[], made: Set<string>, back: Array<{ f: any; mtimeMs: number }>, signal: AbortSignal): Promise<any[]> {
+    const copyPage = this.copier.copyPage
+    if (!copyPage || !target.fetchPage) return page
+    const rest: any[] = []
+    const small: Array<{ f: any; key: string; temp: string; to: string; expected: Sums }> = []
+    for (const f of page) {
+      const place = Number(f.size) < PAGED_BELOW ? await this.restorePlace(root, f, made).catch(() => null) : null
+      if (place) small.push({ f, key: objectKey(s.archive_key, f.path), temp: place.temp, to: place.file, expected: { size: Number(f.size), sha256: f.sha256, crc32: f.crc32 } })
+      else rest.push(f)
+    }
+    if (!small.length) return rest
+    const outcomes = await target.fetchPage(small, copyPage, signal)
+    signal.throwIfAborted()
+    small.forEach(({ f }, i) => {
+      const o = outcomes[i]
+      if (o.copied) back.push({ f, mtimeMs: o.placedMtimeMs! })
+      else rest.push(f)
+    })
+    return rest
+  }
+
+  /** where a restored file goes and its temporary beside it; a page's files mostly share a few folders: each made once per page (`made`) */
+  private async restorePlace(root: string, f: any, made: Set<string>): Promise<{ file: string; temp: string }> {
     const file = path.join(root, ...relativeSegments(f.path, 'path'))
     const dir = path.dirname(file)
-    // a page's files mostly share a few folders: each made once per page (`made`)
     if (!made.has(dir)) {
       await mkdir(dir, { recursive: true })
       made.add(dir)
     }
+    return { file, temp: path.join(dir, `${RESTORE_PREFIX}${randomBytes(6).toString('hex')}`) }
+  }
+
+  /** the archived copy of one file into a temporary beside its place (left open for the page's fsync), hashed on the way and checked */
+  private async fetchRestore(s: StateRow, target: Target, root: string, f: any, signal: AbortSignal, made = new Set<string>()): Promise<Restored> {
+    const { file, temp } = await this.restorePlace(root, f, made)
     const want: Sums = { size: Number(f.size), sha256: f.sha256, crc32: f.crc32 }
-    const temp = path.join(dir, `${RESTORE_PREFIX}${randomBytes(6).toString('hex')}`)
     const key = objectKey(s.archive_key, f.path)
     if (target.open && byKernel(want.size)) return this.fetchRestoreByKernel(target, key, f, want, file, temp, signal)
     const handle = await open(temp, 'wx')

@@ -1,20 +1,29 @@
 import { availableParallelism } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
-import { SUMS_WORKER, stopFlagOf, sumsOrThrow, type DescriptorSumsResult, type DescriptorSumsTask } from '../../core/index.js'
+import { COPY_PAGE, COPY_PAGE_WORKER, SUMS_WORKER, stopFlagOf, sumsOrThrow, type CopyPageResult, type CopyPageTask, type DescriptorSumsResult, type DescriptorSumsTask, type Removal, type UnchangedFile } from '../../core/index.js'
 import { PARALLEL } from './transfer.js'
-import { copyInThread, type CopyFds } from './targets/types.js'
+import { SYNCS_AT_ONCE, copyInThread, type CopyFds, type CopyPage } from './targets/types.js'
 import { COMPARE_WORKER, compareInThread, type CompareFds, type CompareResult, type CompareTask } from './compare.js'
 
 /** the stop flag of a copy without a signal: never set */
 const NEVER = new Int32Array(new SharedArrayBuffer(4))
 const COMPARE_FILE = fileURLToPath(COMPARE_WORKER)
+const COPY_PAGE_FILE = fileURLToPath(COPY_PAGE_WORKER)
 
 /**
  * Below this a file is copied in the event loop's thread: a worker round trip (~50 µs,
  * PERFORMANCE.md) costs more than hashing it, and the thread pool's reads and writes stay async.
  */
 export const IN_THREAD_BELOW = 1 << 20
+
+/** a page's files in `count` tasks at once (as many as `run` is given), their answers in the files' order */
+function inParts<F, R>(files: F[], count: number, run: (part: F[]) => Promise<R>): Promise<R[]> {
+  const size = Math.ceil(files.length / Math.max(1, Math.min(count, files.length)))
+  const parts: F[][] = []
+  for (let i = 0; i < files.length; i += size) parts.push(files.slice(i, i + size))
+  return Promise.all(parts.map(run))
+}
 
 /**
  * Copies and hashes files in one pass off the event loop: SHA-256 of a large file takes the event
@@ -62,6 +71,38 @@ export class Copier {
       throw Object.assign(new Error(r.error.message), r.error.name ? { name: r.error.name } : {}, r.error.code ? { code: r.error.code } : {})
     }
     return r
+  }
+
+  /**
+   * CopyPage: a page of files below IN_THREAD_BELOW in one task of the same pool (the core's
+   * copy-page module), one round trip instead of a dozen thread-pool hops per file on the event
+   * loop; absent with copyThreads 0 (everything in the caller's thread) and where /proc is missing.
+   */
+  get copyPage(): CopyPage | undefined {
+    return this.threads > 0 && COPY_PAGE ? this.runPage : undefined
+  }
+
+  private readonly runPage: CopyPage = async (task, signal) => {
+    signal?.throwIfAborted()
+    const full: CopyPageTask = { ...task, below: IN_THREAD_BELOW, syncsAtOnce: SYNCS_AT_ONCE, stop: signal ? stopFlagOf(signal) : NEVER }
+    const r: CopyPageResult = await this.workers().run(full, { filename: COPY_PAGE_FILE })
+    return r
+  }
+
+  /**
+   * A page of originals removed in PARALLEL tasks of the same pool at once (the core's
+   * removeUnchanged: lstat, compare, unlink each), as copyPage; absent where copyPage is. Not one
+   * task: an unlink often waits in the file system (a journal commit), and one thread's unlinks in
+   * a row were slower than the per-file way's four in flight (bench/README.md, `--only pages`);
+   * a page copy's waits are its flushes, which its task runs several at once already.
+   */
+  get removePage(): ((files: UnchangedFile[]) => Promise<Removal[]>) | undefined {
+    return this.copyPage && this.runRemoval
+  }
+
+  private readonly runRemoval = async (files: UnchangedFile[]): Promise<Removal[]> => {
+    const results = await inParts(files, PARALLEL, (part) => this.workers().run({ files: part }, { filename: COPY_PAGE_FILE, name: 'removeUnchanged' }) as Promise<Removal[]>)
+    return results.flat()
   }
 
   private workers(): Piscina {

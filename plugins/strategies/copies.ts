@@ -105,7 +105,7 @@ export class CopyService {
         }
         page.push(file)
       })
-      for (const o of await copyVerified(target, page, { check, signal: ctx.signal, reuse: false, copy, compare: this.copier.compare })) {
+      for (const o of await copyVerified(target, page, { check, signal: ctx.signal, reuse: false, copy, compare: this.copier.compare, copyPage: this.copier.copyPage })) {
         if (o.error) {
           errors.push({ path: o.item, error: o.error.message })
           continue

@@ -3,7 +3,7 @@ import type { FileHandle } from 'node:fs/promises'
 import { InsideRoot, MamError, openInside } from '../../core/index.js'
 import { eachLimit, retryTransient } from './concurrency.js'
 import { compareInThread, type CompareFds } from './compare.js'
-import { byKernel, copyInThread, readAll, sameContent, sameSums, sumsOf, writeHashed, type CopyFds, type Sums, type Target } from './targets/types.js'
+import { byKernel, copyInThread, readAll, sameContent, sameSums, sumsOf, writeHashed, type CopyFds, type CopyPage, type Sums, type Target } from './targets/types.js'
 
 export type TransmissionCheck = 'none' | 'size' | 'checksum' | 'fingerprint'
 
@@ -115,6 +115,8 @@ export interface SourceFile<T> {
   key: string
   /** checksums known before (the asset's), valid while the file has this size and modification time (ms) */
   known?: { sums: Sums; size: number; mtimeMs: number } | null
+  /** the size it had when it was listed: a large file is not tried in a page task (see CopyOptions.copyPage) */
+  size?: number
 }
 
 /** a verified copy (`sums` of the bytes sent; `size` and `mtimeMs` the original had), or why this file was not copied */
@@ -129,6 +131,8 @@ export interface CopyOptions {
   copy?: CopyFds
   /** a fingerprint check's comparison of a large copy with its original (Copier.compare); in this thread without one */
   compare?: CompareFds
+  /** small files a page at a time in one worker task (Copier.copyPage, on targets with putPage); one at a time without */
+  copyPage?: CopyPage
   onRetry?: (err: unknown, what: string) => void
   /** false: never copy by the kernel (putCopy), known checksums or not (tests, the bench's A/B) */
   kernel?: boolean
@@ -162,7 +166,8 @@ export async function copyVerified<T>(target: Target, files: Array<SourceFile<T>
     return inside
   }
   try {
-    await eachLimit(files, PARALLEL, async (file) => {
+    const rest = options.copyPage && target.putPage ? await copyPaged(target, files, insideOf, options, out) : files
+    await eachLimit(rest, PARALLEL, async (file) => {
       try {
         const copied = await retry(`copy of ${file.path}`, () => copyOne(target, batch, file, insideOf, options))
         if (copied.reused) out.push({ item: file.item, sums: copied.sums, size: copied.size, mtimeMs: copied.mtimeMs, reused: true })
@@ -197,6 +202,47 @@ export async function copyVerified<T>(target: Target, files: Array<SourceFile<T>
   } finally {
     await batch.abort()
   }
+}
+
+/** a file listed smaller than this is tried in a page task (CopyOptions.copyPage, a restore's fetchPage); the Copier's own limit decides for files listed without a size */
+export const PAGED_BELOW = COMPARE_FROM
+
+/**
+ * copyVerified's small files (by their listed size), each root's in one page task of the target
+ * (Target.putPage): read, hashed, written, read back (fingerprint) or sized, flushed and named in a
+ * worker, each path checked in its folder (InsideRoot.pathOf) here first. The copies made are
+ * verified and durable (pushed to `out`); the files answered otherwise (a changed, missing or large
+ * original, a symbolic link, a full disk …) are handed back for copyOne, which meets the condition
+ * again and reports it as before.
+ */
+async function copyPaged<T>(target: Target, files: Array<SourceFile<T>>, insideOf: (root: string) => Promise<InsideRoot>, options: CopyOptions, out: Array<Copied<T>>): Promise<Array<SourceFile<T>>> {
+  const rest: Array<SourceFile<T>> = []
+  const byRoot = new Map<string, Array<{ file: SourceFile<T>; from: string }>>()
+  for (const file of files) {
+    if ((file.size ?? 0) >= PAGED_BELOW) {
+      rest.push(file)
+      continue
+    }
+    // a folder missing or leading outside: copyOne says so as it always did
+    const from = await insideOf(file.root).then((inside) => inside.pathOf(file.path, `file ${file.path}`)).catch(() => null)
+    if (from === null) rest.push(file)
+    else if (byRoot.has(file.root)) byRoot.get(file.root)!.push({ file, from })
+    else byRoot.set(file.root, [{ file, from }])
+  }
+  for (const [root, page] of byRoot) {
+    const insideRoot = (await insideOf(root)).realRoot
+    const outcomes = await target.putPage!(
+      page.map(({ file, from }) => ({ key: file.key, from, known: file.known, reuse: options.reuse })),
+      { insideRoot, readBack: options.check === 'fingerprint', copyPage: options.copyPage!, signal: options.signal },
+    )
+    options.signal.throwIfAborted()
+    page.forEach(({ file }, i) => {
+      const o = outcomes[i]
+      if (o.copied) out.push({ item: file.item, sums: { size: o.sums.size, sha256: o.sums.sha256!, crc32: o.sums.crc32! }, size: o.size, mtimeMs: o.mtimeMs, reused: o.reused })
+      else rest.push(file)
+    })
+  }
+  return rest
 }
 
 async function copyOne<T>(target: Target, batch: ReturnType<Target['batch']>, file: SourceFile<T>, insideOf: (root: string) => Promise<InsideRoot>, options: CopyOptions): Promise<{ sums: Sums; size: number; mtimeMs: number; stats: Stats; reused: boolean; readBack: boolean }> {

@@ -2,10 +2,10 @@ import { randomBytes } from 'node:crypto'
 import { mkdir, open, readdir, realpath, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 import { Readable } from 'node:stream'
-import { EARLY_SYNC_FROM, KERNEL_COPY, SYNCS_AT_ONCE, copyKernel, flushed, fsyncPath, syncStarted, readAll, writeHashed, type Head, type PutBatch, type Sums, type Target } from './types.js'
+import { EARLY_SYNC_FROM, KERNEL_COPY, SYNCS_AT_ONCE, copyKernel, flushed, fsyncPath, syncStarted, readAll, writeHashed, type CopyPage, type Head, type PagePut, type PutBatch, type Sums, type Target } from './types.js'
 import { eachLimit } from '../concurrency.js'
 
-import { MamError, isInside, relativeSegments } from '../../../core/index.js'
+import { MamError, isInside, relativeSegments, type CopyPageResult, type PageFile, type PageOutcome } from '../../../core/index.js'
 const PART = '.mamkit-part-'
 
 
@@ -54,6 +54,46 @@ export class DiskTarget implements Target {
     }
   }
 
+  /** the temporary name beside a key's place, its folder made unless `made` (the folders made by this batch or page) has it */
+  private async tempOf(key: string, made: Set<string>): Promise<{ file: string; temp: string }> {
+    const file = await this.file(key)
+    const dir = path.dirname(file)
+    if (!made.has(dir)) {
+      await mkdir(dir, { recursive: true })
+      made.add(dir)
+    }
+    return { file, temp: path.join(dir, `${PART}${randomBytes(6).toString('hex')}`) }
+  }
+
+  /**
+   * Target.putPage: the page's temporaries named beside their places here, then one task of
+   * `copyPage` copies, flushes and renames them. A key whose folder cannot be made is left out
+   * (not copied: the caller's own path meets the error again and reports it).
+   */
+  async putPage(files: PagePut[], how: { insideRoot: string; readBack: boolean; copyPage: CopyPage; signal?: AbortSignal }): Promise<PageOutcome[]> {
+    return this.runPage(files, how.copyPage, how.signal, { insideRoot: how.insideRoot, place: 'rename', readBack: how.readBack }, async (f, made) => {
+      const { file, temp } = await this.tempOf(f.key, made)
+      const expectedWhile = f.known ? { size: f.known.size, mtimeMs: f.known.mtimeMs } : undefined
+      return { from: f.from, temp, to: file, expected: f.known?.sums ?? null, expectedWhile, reuse: f.reuse }
+    })
+  }
+
+  /** Target.fetchPage: each object's file copied by `copyPage` to its temporary, checked, flushed and linked */
+  async fetchPage(files: Array<{ key: string; temp: string; to: string; expected: Sums }>, copyPage: CopyPage, signal?: AbortSignal): Promise<PageOutcome[]> {
+    return this.runPage(files, copyPage, signal, { place: 'link', readBack: false }, async (f) => ({ from: await this.file(f.key), temp: f.temp, to: f.to, expected: f.expected }))
+  }
+
+  /** each file's task built (`task`; one that fails is answered not copied), one copyPage for the rest, the answers in the files' order; a page failure (a folder's flush) as a batch commit throws it */
+  private async runPage<F>(files: F[], copyPage: CopyPage, signal: AbortSignal | undefined, how: Pick<Parameters<CopyPage>[0], 'insideRoot' | 'place' | 'readBack'>, task: (f: F, made: Set<string>) => Promise<PageFile>): Promise<PageOutcome[]> {
+    const made = new Set<string>()
+    const tasks: Array<PageFile | null> = []
+    for (const f of files) tasks.push(await task(f, made).catch(() => null))
+    const r: CopyPageResult = await copyPage({ ...how, files: tasks.filter((t): t is PageFile => t !== null) }, signal)
+    if (r.error) throw diskError(Object.assign(new Error(r.error.message), { code: r.error.code }), this.destination)
+    let at = 0
+    return tasks.map((t) => (t ? r.outcomes[at++] : { copied: false }))
+  }
+
   batch(): PutBatch {
     // key → the temporary file it is written to (still open, for the commit's fsync) and the file it becomes
     const staged = new Map<string, { temp: string; file: string; handle: FileHandle; synced?: Promise<unknown> }>()
@@ -67,16 +107,7 @@ export class DiskTarget implements Target {
       await s.handle.close().catch(() => {})
       await rm(s.temp, { force: true })
     }
-    /** the temporary name beside a key's place (its folder made) */
-    const tempOf = async (key: string) => {
-      const file = await this.file(key)
-      const dir = path.dirname(file)
-      if (!made.has(dir)) {
-        await mkdir(dir, { recursive: true })
-        made.add(dir)
-      }
-      return { file, temp: path.join(dir, `${PART}${randomBytes(6).toString('hex')}`) }
-    }
+    const tempOf = (key: string) => this.tempOf(key, made)
     /**
      * writes one object to a temporary name beside its place, kept open for the commit's fsync;
      * `readBack` (putFile's): the temporary, opened read-write, is read back through the same

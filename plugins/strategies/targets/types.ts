@@ -1,7 +1,7 @@
 import { constants, existsSync } from 'node:fs'
 import { copyFile, open, type FileHandle } from 'node:fs/promises'
 import { Readable, Transform } from 'node:stream'
-import { ChunkSums } from '../../../core/index.js'
+import { ChunkSums, type CopyPageResult, type CopyPageTask, type PageOutcome } from '../../../core/index.js'
 
 /** our own end-to-end checksums: they travel with each object and are checked on the way back */
 export interface Sums {
@@ -45,8 +45,38 @@ export interface Target {
   sweep(prefix: string): Promise<void>
   /** removes every object below `prefix` */
   deletePrefix(prefix: string): Promise<void>
+  /**
+   * A page of small files put in one worker task (disk targets; see CopyPage): each answered
+   * `copied` is durable under its key (flushed, named, its folder flushed) when this resolves, with
+   * no batch or commit; the others are left to the caller's own path. A stop (`signal`) leaves the
+   * files not reached uncopied.
+   */
+  putPage?(files: PagePut[], how: { insideRoot: string; readBack: boolean; copyPage: CopyPage; signal?: AbortSignal }): Promise<PageOutcome[]>
+  /**
+   * Small objects brought back in one worker task (disk targets): each copied to its new temporary
+   * `temp`, checked against `expected`, flushed and linked to `to` (never over an existing file);
+   * the temporaries are removed. The others are left to the caller's own path.
+   */
+  fetchPage?(files: Array<{ key: string; temp: string; to: string; expected: Sums }>, copyPage: CopyPage, signal?: AbortSignal): Promise<PageOutcome[]>
   close(): Promise<void>
 }
+
+/** one small file of a page (Target.putPage): the original at its path through its checked folder (InsideRoot.pathOf) */
+export interface PagePut {
+  key: string
+  from: string
+  /** checksums known before (an asset's), valid while the original has this size and modification time (ms) */
+  known?: { sums: Sums; size: number; mtimeMs: number } | null
+  /** a copy already under the key with the known checksums is kept (a rerun after a crash) */
+  reuse: boolean
+}
+
+/**
+ * A page of small files copied in one worker task (the Copier's: the core's copy-page worker, files
+ * below its in-thread size); stopped between two files by `signal`. A page failure (a folder's
+ * flush) comes back as `error`.
+ */
+export type CopyPage = (task: Pick<CopyPageTask, 'files' | 'insideRoot' | 'place' | 'readBack'>, signal?: AbortSignal) => Promise<CopyPageResult>
 
 /**
  * Puts that become visible and durable together at `commit`: a disk target writes each object to a
