@@ -3,7 +3,7 @@ import { open, rename, rm } from 'node:fs/promises'
 import path from 'node:path'
 import { Type } from 'typebox'
 import sharp from 'sharp'
-import { IdParam, MamError, column, coreServices, forbidden, notFound, preparedRead, type Knex, type PreparedRead, type RegisterApi, type MamContext, type Principal } from '../../core/index.js'
+import { IdParam, MamError, andThen, column, coreServices, forbidden, notFound, preparedRead, type Knex, type PreparedRead, type RegisterApi, type MamContext, type Principal } from '../../core/index.js'
 import { UserSettings } from './entities.js'
 import { SettingsInput } from './schemas.js'
 import { findUser } from './users-routes.js'
@@ -47,19 +47,21 @@ export function registerSettingsRoutes({ routes, config }: RegisterApi) {
   // a client reads its user's settings at start: one prepared statement, no entities (`own` and
   // `show` on plain values; an EntityManager fork cost ~100 times the query: bench/routes.ts)
   let settingsRow: PreparedRead | undefined
-  routes.get('/users/:user_id/settings', { access: 'authenticated', params: UserParams, summary: "a user's settings" }, async (ctx) => {
+  // synchronous while SQLite's connection is free (PreparedRead.now): no promise, as the other hot reads
+  routes.get('/users/:user_id/settings', { access: 'authenticated', params: UserParams, summary: "a user's settings" }, (ctx) => {
     const userId = ctx.params.user_id
     if (userId !== ctx.user.userId && !ctx.user.isAdmin) throw forbidden("Only the user and administrators see a user's settings")
     settingsRow ??= preparedRead(ctx.resolve(coreServices.knex) as Knex, 'select u.id, s.settings, s.background_file from users u left join user_settings s on s.user_id = u.id where u.id = ?')
-    const [row] = await settingsRow([userId])
-    if (!row) throw notFound('user', userId)
-    return {
-      settings: {
-        user_id: userId,
-        ...column.json<Record<string, unknown>>(row.settings, {}),
-        background_url: row.background_file ? `/api/v1/users/${userId}/background` : null,
-      },
-    }
+    return andThen(settingsRow.now([userId]), ([row]) => {
+      if (!row) throw notFound('user', userId)
+      return {
+        settings: {
+          user_id: userId,
+          ...column.json<Record<string, unknown>>(row.settings, {}),
+          background_url: row.background_file ? `/api/v1/users/${userId}/background` : null,
+        },
+      }
+    })
   })
 
   routes.put('/users/:user_id/settings', { access: 'authenticated', params: UserParams, input: SettingsInput, wrap: 'settings', summary: "change a user's settings (unknown keys are refused)" }, async (ctx) => {

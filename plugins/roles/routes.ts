@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { IdParams, Nullable, Role, User, ADMIN_ROLE, column, coreServices, iso, conflict, invalid, notFound, preparedRead, type Knex, type PreparedRead, type RegisterApi, type MamContext, type ParamError } from '../../core/index.js'
+import { IdParams, Nullable, Role, User, ADMIN_ROLE, andThen, column, coreServices, iso, conflict, invalid, notFound, preparedRead, type Knex, type PreparedRead, type RegisterApi, type MamContext, type ParamError } from '../../core/index.js'
 
 const RoleFields = Type.Object(
   {
@@ -49,12 +49,13 @@ export function registerRoleRoutes({ routes, events }: RegisterApi) {
   // every signed-in client reads the roles: one prepared statement with the counts, plain rows (an
   // EntityManager fork and a count query per role cost ~60 times the raw query: bench/routes.ts)
   let listRoles: PreparedRead | undefined
-  routes.get('/roles', { access: 'authenticated', summary: 'list all roles' }, async (ctx) => {
+  // synchronous while SQLite's connection is free (PreparedRead.now)
+  routes.get('/roles', { access: 'authenticated', summary: 'list all roles' }, (ctx) => {
     listRoles ??= preparedRead(
       ctx.resolve(coreServices.knex) as Knex,
       'select r.id, r.name, r.role_matrix, r.builtin, r.created_at, r.updated_at, (select count(*) from users u where u.role_id = r.id) as users_count from roles r order by r.id',
     )
-    return { array: (await listRoles([])).map(roleJsonOfRow) }
+    return andThen(listRoles.now([]), (rows) => ({ array: rows.map(roleJsonOfRow) }))
   })
 
   routes.get('/roles/:id', { access: 'authenticated', params: IdParams, summary: 'show a role' }, async (ctx) => ({
