@@ -17,7 +17,7 @@
 import { closeSync, constants, fstatSync, fsync, linkSync, lstatSync, openSync, readSync, readlinkSync, renameSync, statSync, unlinkSync, writeSync, type Stats } from 'node:fs'
 import path from 'node:path'
 import { promisify } from 'node:util'
-import { isInside } from './paths.js'
+import { PROC_FDS, isInside } from './paths.js'
 import { ChunkSums, type ContentSums } from './sums.js'
 
 const fsyncAsync = promisify(fsync)
@@ -329,13 +329,7 @@ export function removeUnchanged(task: RemoveUnchangedTask): Removal[] {
 }
 
 /** Linux with /proc: the opened descriptor's real path can be checked (elsewhere a page is not copied this way) */
-export const COPY_PAGE = process.platform === 'linux' && (() => {
-  try {
-    return statSync('/proc/self/fd').isDirectory()
-  } catch {
-    return false
-  }
-})()
+export const COPY_PAGE = PROC_FDS
 
 /** the worker module (this file): `piscina.run(task, { filename: fileURLToPath(COPY_PAGE_WORKER) })` */
 export const COPY_PAGE_WORKER = new URL(import.meta.url)

@@ -117,7 +117,8 @@ export interface OpenedFile {
   close(): Promise<void>
 }
 
-const PROC_FDS = existsSync('/proc/self/fd')
+/** whether an opened descriptor's real path can be read (/proc/self/fd: Linux) */
+export const PROC_FDS = existsSync('/proc/self/fd')
 
 /** the real path of the file a descriptor has open; without /proc, the path's, if it is the same file */
 async function realPathOfOpened(handle: FileHandle, file: string, stats: Stats): Promise<string> {

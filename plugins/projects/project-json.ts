@@ -27,11 +27,13 @@ export function projectJsonWriters(columns: readonly ProjectColumn[], pathOf: (s
     if (i === -1) throw new Error(`project JSON: no column ${name}`)
     return i
   }
-  const text = (name: ProjectColumn) => ((i) => (r: RowArray) => columnJson.text(r[i]))(at(name))
-  const intOrNull = (name: ProjectColumn) => ((i) => (r: RowArray) => columnJson.intOrNull(r[i]))(at(name))
-  const int = (name: ProjectColumn) => ((i) => (r: RowArray) => columnJson.int(r[i]))(at(name))
-  const date = (name: ProjectColumn) => ((i) => (r: RowArray) => columnJson.date(r[i]))(at(name))
-  const bool = (name: ProjectColumn) => ((i) => (r: RowArray) => columnJson.bool(r[i]))(at(name))
+  // a column's value written by one of columnJson's writers
+  const writtenBy = (write: (value: unknown) => string) => (name: ProjectColumn) => ((i) => (r: RowArray) => write(r[i]))(at(name))
+  const text = writtenBy(columnJson.text)
+  const intOrNull = writtenBy(columnJson.intOrNull)
+  const int = writtenBy(columnJson.int)
+  const date = writtenBy(columnJson.date)
+  const bool = writtenBy(columnJson.bool)
   const storage = at('storage')
   const folder = at('folder')
   const customMetadata = at('custom_metadata')

@@ -1,7 +1,7 @@
 import { availableParallelism } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
-import { COPY_PAGE, COPY_PAGE_WORKER, SUMS_WORKER, stopFlagOf, sumsOrThrow, type CopyPageResult, type CopyPageTask, type DescriptorSumsResult, type DescriptorSumsTask, type Removal, type UnchangedFile } from '../../core/index.js'
+import { COPY_PAGE, COPY_PAGE_WORKER, SUMS_WORKER, stopFlagOf, sumsOrThrow, type CopyPageTask, type DescriptorSumsResult, type DescriptorSumsTask, type Removal, type UnchangedFile } from '../../core/index.js'
 import { PARALLEL } from './transfer.js'
 import { SYNCS_AT_ONCE, copyInThread, type CopyFds, type CopyPage } from './targets/types.js'
 import { COMPARE_WORKER, compareInThread, type CompareFds, type CompareResult, type CompareTask } from './compare.js'
@@ -85,8 +85,7 @@ export class Copier {
   private readonly runPage: CopyPage = async (task, signal) => {
     signal?.throwIfAborted()
     const full: CopyPageTask = { ...task, below: IN_THREAD_BELOW, syncsAtOnce: SYNCS_AT_ONCE, stop: signal ? stopFlagOf(signal) : NEVER }
-    const r: CopyPageResult = await this.workers().run(full, { filename: COPY_PAGE_FILE })
-    return r
+    return this.workers().run(full, { filename: COPY_PAGE_FILE })
   }
 
   /**
