@@ -1,12 +1,22 @@
 import { columnJson } from '../../core/index.js'
 import type { ProjectJsonLayout } from './views.js'
 
-/** the keys `ProjectService.serialize` gives a project's JSON, in its order */
-export const PROJECT_JSON_KEYS: readonly string[] = [
+/**
+ * The keys of a project's JSON, in their order: the one list of them. `ProjectService.serialize`
+ * is checked against it when compiled (its object has each key and no other: `satisfies
+ * ProjectJsonOwn`), as are the writers of `projectJsonWriters`; the order of serialize's keys,
+ * which the type system does not see, by test/plugins/projects/project-json.test.ts.
+ */
+export const PROJECT_JSON_KEYS = [
   'id', 'uuid', 'name', 'alternative_name', 'description', 'storage', 'folder', 'path', 'template_id', 'is_library_project', 'encoding_priority', 'custom_metadata',
   'quota', 'size', 'size_calculated_at', 'parent_id', 'frozen', 'frozen_by_id', 'frozen_at', 'mounted_by', 'locked_by', 'archive_strategy_id', 'archive_strategy_state',
   'created_by', 'created_by_edit', 'last_opened_by', 'last_opened_by_edit', 'last_used_at', 'deleted', 'created_at', 'updated_at',
-]
+] as const
+
+export type ProjectJsonKey = (typeof PROJECT_JSON_KEYS)[number]
+
+/** an object with each key of PROJECT_JSON_KEYS and no other (checked on object literals) */
+export type ProjectJsonOwn = Record<ProjectJsonKey, unknown>
 
 /** the columns a page's rows are read with (arrays, in this order): `PROJECT_COLUMNS` */
 type RowArray = readonly unknown[]
@@ -21,7 +31,7 @@ export type ProjectColumn =
  * value (test/plugins/projects/project-json.test.ts compares the two). `pathOf` is the `path` a
  * viewer sees (the folder, or its absolute path for administrators).
  */
-export function projectJsonWriters(columns: readonly ProjectColumn[], pathOf: (storage: unknown, folder: unknown) => string): Record<string, (r: RowArray) => string> {
+export function projectJsonWriters(columns: readonly ProjectColumn[], pathOf: (storage: unknown, folder: unknown) => string): Record<ProjectJsonKey, (r: RowArray) => string> {
   const at = (name: ProjectColumn) => {
     const i = columns.indexOf(name)
     if (i === -1) throw new Error(`project JSON: no column ${name}`)

@@ -10,7 +10,7 @@ import { copyTemplateTree } from './template-copy.js'
 import { treeSize } from './folders.js'
 import { CREATE_KIND, type CreateIntent } from './creation.js'
 import { ProjectViews, type ProjectJson } from './views.js'
-import { PROJECT_JSON_KEYS, pgPageColumns, projectJsonWriters, projectPageJson, type ProjectColumn } from './project-json.js'
+import { PROJECT_JSON_KEYS, pgPageColumns, projectJsonWriters, projectPageJson, type ProjectColumn, type ProjectJsonOwn } from './project-json.js'
 import { ProjectCreateHooks } from './create-hooks.js'
 import { SpaceLimits } from './space-limits.js'
 
@@ -506,7 +506,8 @@ export class ProjectService {
   /**
    * The project's own fields. Absolute server paths are for administrators (SECURITY.md): others get
    * `path` as the folder inside the storage, beside `storage`. `mounted_by` and `locked_by` are
-   * null here; the edits plugin fills them (`render`).
+   * null here; the edits plugin fills them (`render`). Its keys are PROJECT_JSON_KEYS, in their order
+   * (`satisfies` checks the set when compiled, project-json.test.ts the order).
    */
   serialize(p: ProjectView, viewer: Principal | undefined) {
     return {
@@ -541,6 +542,6 @@ export class ProjectService {
       deleted: p.deleted,
       created_at: iso(p.createdAt),
       updated_at: iso(p.updatedAt),
-    }
+    } satisfies ProjectJsonOwn
   }
 }

@@ -2,7 +2,8 @@ import t from 'tap'
 import { columnJson } from '../../../core/index.js'
 import { isoOfEpochMs } from '../../../core/db/rows.js'
 import { onEachDatabase, createProject, grant } from '../../../core/testing/index.js'
-import { projectServices, type ProjectService } from '../../../plugins/projects/index.js'
+import { projectServices, projectViewOfRow, type ProjectService } from '../../../plugins/projects/index.js'
+import { PROJECT_JSON_KEYS } from '../../../plugins/projects/project-json.js'
 
 /** GET /projects writes its page as text (ProjectService.listPageJson): the bytes JSON.stringify writes of the decorated objects */
 
@@ -62,6 +63,8 @@ onEachDatabase(t, 'a page written as text is byte for byte the page of decorated
     t.match(reply.headers.get('content-type'), /^application\/json; charset=utf-8$/)
     return reply
   }
+  // the page's own keys are PROJECT_JSON_KEYS; serialize has the same keys (checked when compiled) in the same order
+  t.strictSame(Object.keys(service.serialize(projectViewOfRow(await knex('projects').where('id', ids[0]).first()), undefined)), [...PROJECT_JSON_KEYS], 'serialize gives PROJECT_JSON_KEYS, in their order')
   const answers = async () => Promise.all([page(s.admin.token), page(reader.token), page(s.admin.token, { per_page: '2', page: '2' }), page(reader.token, { name: 'a said' })])
   const written = await answers()
   t.equal(written[0].body.projects.length, 4)
