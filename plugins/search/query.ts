@@ -146,3 +146,21 @@ export const ftsFieldText = (f: FieldFilter): string =>
 
 /** FTS5: `custom : "client acme" *`, in the column of the field's part of the document */
 export const ftsField = (words: string[], col: 'custom' | 'props'): string => `${col} : ${quoteFts(words.join(' '))} *`
+
+// ---- PostgreSQL tags (migration 0009): an id's bucket and a project, in every document's tsv -----
+
+/** a document's bucket tag is `~b<object_id >> TAG_BUCKET_BITS>`: 65,536 ids a bucket */
+export const TAG_BUCKET_BITS = 16
+
+/** the most tags one test ORs (a key of more would cost GIN a stream per tag for every candidate) */
+export const TAGS_MAX = 64
+
+/** `'~b15' | '~b14'`: the buckets of the ids in [lo, hi), newest first; null when they are more than TAGS_MAX */
+export function tsqueryBuckets(lo: number, hi: number): string | null {
+  const [from, to] = [Math.max(0, lo) >> TAG_BUCKET_BITS, Math.max(0, hi - 1) >> TAG_BUCKET_BITS]
+  if (hi <= lo || to - from + 1 > TAGS_MAX) return null
+  return Array.from({ length: to - from + 1 }, (_, i) => `'~b${to - i}'`).join(' | ')
+}
+
+/** `'~p3' | '~p17'`: documents of these projects; null when there are none or more than TAGS_MAX */
+export const tsqueryProjects = (ids: number[]): string | null => (ids.length && ids.length <= TAGS_MAX ? ids.map((id) => `'~p${Number(id)}'`).join(' | ') : null)

@@ -474,3 +474,65 @@ onEachDatabase(
   },
   { config: { plugins: { search: { rankWindow: 3 } } } },
 )
+
+onEachDatabase(
+  t,
+  'search: the newest id buckets first (PostgreSQL firstTier, tags of migration 0009): the same rows and order as the one statement, window by window, and the ids below when the buckets held too few',
+  async (t, s) => {
+    const [a, b] = [await createProject(s, s.user, { name: 'Buckets A' }), await createProject(s, s.admin, { name: 'Buckets B' })]
+    const { reader } = await readerAndStranger(s, b.id)
+    // explicit ids in buckets of 65,536 (0, 2, 4 and 5): two matches in the newest bucket, fewer than a window (3)
+    const at = async (id: number, project: number, name: string) => {
+      const now = new Date()
+      await s.runtime.db.knex('assets').insert({ id, uuid: randomUUID(), project_id: project, path: `t/${name}`, folder: 't', name, type: 'video', analysis_state: 'done', proxy_state: 'none', metadata: '{}', proxies: '[]', created_at: now, updated_at: now })
+      return id
+    }
+    const bucket = (n: number, i: number) => n * 65_536 + 10 + i
+    const made: number[] = []
+    for (const [n, count] of [[0, 3], [2, 3], [4, 2], [5, 2]] as const)
+      for (let i = 0; i < count; i++) made.push(await at(bucket(n, i), i % 2 ? b.id : a.id, `okapi-${n}-${i}.mov`), await at(bucket(n, i + 100), a.id, `plain-${n}-${i}.mov`))
+    const service = s.runtime.container.resolve<any>('search.service')
+    // PostgreSQL: the word index (fewDocuments 0), no term frequent in this small database
+    if (s.db === 'postgresql') [service.fewDocuments, service.frequentShare] = [0, Infinity]
+    let tiered = 0
+    const spy = (q: { sql: string }) => void (/with "newest"/.test(q.sql) && tiered++)
+    s.runtime.db.knex.on('query', spy)
+    const walkAll = async (token: string, term: string) => {
+      const seen: number[] = []
+      let after: string | undefined
+      for (let page = 0; page < 30; page++) {
+        const r = await s.request('GET', '/search', { token, query: { term, per_page: '2', ...(after ? { after } : {}) } })
+        if (r.status !== 200) t.fail(r.text)
+        seen.push(...r.body.assets.map((x: any) => x.id))
+        after = r.headers.get('x-next-after') ?? undefined
+        if (!after) break
+      }
+      return seen
+    }
+    for (const [who, token] of [['administrator', s.admin.token], ['reader', reader.token]] as const) {
+      service.tierWindows = 0
+      const plain = await walkAll(token, 'okapi')
+      t.equal(tiered, 0, `${who}: the one statement`)
+      // the smallest share: the first tier is the newest bucket alone, so each window needs the ids below it too
+      service.tierWindows = 1e-9
+      t.same(await walkAll(token, 'okapi'), plain, `${who}: the same rows in the same order, the newest bucket first`)
+      t.equal(tiered > 0, s.db === 'postgresql', `${who}: the buckets' statement (PostgreSQL)`)
+      service.tierWindows = 2
+      tiered = 0
+      const expected = (await s.runtime.db.knex('assets').where('name', 'like', 'okapi%').whereIn('project_id', who === 'reader' ? [b.id] : [a.id, b.id]).select('id')).map((r: any) => Number(r.id))
+      t.same([...plain].sort((x, y) => x - y), expected.sort((x, y) => x - y), `${who}: every match once (readable ones for the reader)`)
+    }
+    s.runtime.db.knex.off('query', spy)
+    if (s.db !== 'postgresql') return
+    service.fewDocuments = 1000
+    service.frequentShare = 0.05
+    // the tags: the id's bucket and the project, which follows the asset when it moves
+    const tags = async (id: number) => String((await s.runtime.db.knex('search_documents').where({ kind: 'asset', object_id: id }).first('tsv')).tsv).match(/'~[bp]\d+'/g)
+    const moved = made[made.length - 1]
+    t.same(await tags(moved), ["'~b5'", `'~p${a.id}'`].sort(), 'an asset: its bucket and project')
+    await s.runtime.db.knex('assets').where('id', moved).update({ project_id: b.id })
+    t.same(await tags(moved), ["'~b5'", `'~p${b.id}'`].sort(), 'moved: the new project')
+    t.same(String((await s.runtime.db.knex('search_documents').where({ kind: 'project', object_id: b.id }).first('tsv')).tsv).match(/'~[bp]\d+'/g), ["'~b0'", `'~p${b.id}'`].sort(), 'a project: its own')
+  },
+  { config: { plugins: { search: { rankWindow: 3 } } } },
+)
