@@ -528,12 +528,8 @@ export class SearchService {
       // the planner (under-estimating the word index's rows) rescanned a reader's candidates once per project
       // (`client:client kanertorner`: 135,000 rows, 15 → 7 ms); as a semi-join it ran the word index once per
       // project (`diga` at 100,000 assets: 10 prefix scans, 26 → 9 ms)
-      const readableSet = () => this.rights.scope(k('projects as p').where('p.deleted', false).select('p.id'), principal, 'project', 'p.id')
-      q = principal.isAdmin
-        ? q.join('projects as p', 'p.id', 'd.project_id').where('p.deleted', false)
-        : pg
-          ? q.whereRaw('(d.project_id IN ?) IS TRUE', [readableSet()])
-          : q.join('projects as p', 'p.id', 'd.project_id').where('p.deleted', false).whereIn('d.project_id', readableSet())
+      if (pg && !principal.isAdmin) q = q.whereRaw('(d.project_id IN ?) IS TRUE', [this.rights.scope(k('projects as p').where('p.deleted', false).select('p.id'), principal, 'project', 'p.id')])
+      else q = this.rights.scope(q.join('projects as p', 'p.id', 'd.project_id').where('p.deleted', false), principal, 'project', 'd.project_id')
       if (pg) {
         if (wordsPart) q = indexed ? q.whereRaw(`d.tsv @@ to_tsquery('simple', ?)`, [wordsPart]) : q.whereRaw(`(d.tsv @@ to_tsquery('simple', ?)) IS TRUE`, [wordsTest])
         // tags as tsquery literals, separate conditions: each a scan key of its own, which GIN advances to the words' matches
