@@ -358,6 +358,21 @@ const SQLITE = [
   ...sqliteProjectTriggers(false),
 ]
 
+/**
+ * PostgreSQL, a migration's rewrite of the documents that exist: each statement (bound to a batch `d.id > ? AND
+ * d.id <= ?`) over batches of 50,000 ids. An update moves each row, so the word index is dropped and built anew
+ * after (one build, not an insert of every document's words again), in memory at once: built in 64 MB parts
+ * (the default), its posting trees came out so that GIN took `client` (333,000 documents at a million) for
+ * rarer than `kanertorner` (24,776) and walked it, 3.8 → 14.5 ms for their AND.
+ */
+async function rewriteDocuments(knex: Knex, statements: string[]): Promise<void> {
+  await knex.raw('DROP INDEX search_documents_tsv')
+  const [{ hi }] = (await knex.raw(`SELECT coalesce(max(id), 0) AS hi FROM search_documents`)).rows
+  for (let lo = 0; lo <= Number(hi); lo += 50_000) for (const sql of statements) await knex.raw(sql, [lo, lo + 50_000])
+  await knex.raw(`SET LOCAL maintenance_work_mem = '512MB'`)
+  await knex.raw(`CREATE INDEX search_documents_tsv ON search_documents USING gin (tsv)`)
+}
+
 /** rebuilds the documents of every asset and project, in batches of ids (after the property list changed) */
 export async function reindex(knex: Knex, dialect: string, kinds: Array<'asset' | 'project'> = ['asset', 'project'], signal?: AbortSignal, spoken = true, fields = true): Promise<number> {
   let n = 0
@@ -446,18 +461,10 @@ export const migrations: Migration[] = [
     async up(knex, dialect) {
       if (dialect !== 'postgresql') return
       for (const statement of PG_FIELDS) await knex.raw(statement)
-      // the documents that exist, by id ranges; an update moves each row, so the word index is built anew
-      // after it (one build, not an insert of every document's words again), as is the new index
-      await knex.raw('DROP INDEX search_documents_tsv')
-      const [{ hi }] = (await knex.raw(`SELECT coalesce(max(id), 0) AS hi FROM search_documents`)).rows
-      for (let lo = 0; lo <= Number(hi); lo += 50_000) {
-        await knex.raw(
-          `UPDATE search_documents d SET fields = ${PG_ASSET_FIELDS} FROM assets a WHERE d.kind = 'asset' AND a.id = d.object_id AND d.id > ? AND d.id <= ?`,
-          [lo, lo + 50_000],
-        )
-        await knex.raw(`UPDATE search_documents d SET fields = ${PG_PROJECT_FIELDS} FROM projects p WHERE d.kind = 'project' AND p.id = d.object_id AND d.id > ? AND d.id <= ?`, [lo, lo + 50_000])
-      }
-      await knex.raw(`CREATE INDEX search_documents_tsv ON search_documents USING gin (tsv)`)
+      await rewriteDocuments(knex, [
+        `UPDATE search_documents d SET fields = ${PG_ASSET_FIELDS} FROM assets a WHERE d.kind = 'asset' AND a.id = d.object_id AND d.id > ? AND d.id <= ?`,
+        `UPDATE search_documents d SET fields = ${PG_PROJECT_FIELDS} FROM projects p WHERE d.kind = 'project' AND p.id = d.object_id AND d.id > ? AND d.id <= ?`,
+      ])
       await knex.raw(PG_FIELDS_INDEX)
     },
   },
@@ -496,14 +503,7 @@ export const migrations: Migration[] = [
     async up(knex, dialect) {
       if (dialect !== 'postgresql') return
       for (const statement of PG_TAGS) await knex.raw(statement)
-      await knex.raw('DROP INDEX search_documents_tsv')
-      const [{ hi }] = (await knex.raw(`SELECT coalesce(max(id), 0) AS hi FROM search_documents`)).rows
-      for (let lo = 0; lo <= Number(hi); lo += 50_000)
-        await knex.raw(`UPDATE search_documents SET tsv = tsv || mamkit_search_tags(object_id, project_id) WHERE id > ? AND id <= ?`, [lo, lo + 50_000])
-      // built in memory at once: built in 64 MB parts (the default), its posting trees came out so that GIN took
-      // `client` (333,000 documents) for rarer than `kanertorner` (24,776) and walked it, 3.8 → 14.5 ms for the AND
-      await knex.raw(`SET LOCAL maintenance_work_mem = '512MB'`)
-      await knex.raw(`CREATE INDEX search_documents_tsv ON search_documents USING gin (tsv)`)
+      await rewriteDocuments(knex, [`UPDATE search_documents d SET tsv = tsv || mamkit_search_tags(object_id, project_id) WHERE d.id > ? AND d.id <= ?`])
       await knex.raw('ANALYZE search_documents')
     },
   },
