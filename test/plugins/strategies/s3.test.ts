@@ -8,7 +8,11 @@
 import { readFile } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
-import { CreateBucketCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3'
+import { CreateBucketCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
+import { createHash } from 'node:crypto'
+import { Readable } from 'node:stream'
+import { S3Target } from '../../../plugins/strategies/targets/s3.js'
+import { verify } from '../../../plugins/strategies/transfer.js'
 import { onEachDatabase } from '../../helpers/index.js'
 import { exists, row } from '../projects/fixtures.js'
 import { archivedProject, diskStrategy, rgwForTests, sha, waitForArchive } from './fixtures.js'
@@ -19,7 +23,7 @@ if (env) {
 
   onEachDatabase(
     t,
-    's3 (Ceph RGW): archive, verify by read back, restore byte-identical, move to disk and back',
+    's3 (Ceph RGW): archive, verify by our metadata, restore byte-identical, move to disk and back',
     async (t, s) => {
       const bucket = `mamkit-${s.db}-${Date.now()}`
       await client.send(new CreateBucketCommand({ Bucket: bucket }))
@@ -40,6 +44,7 @@ if (env) {
       const key = `archives/${done.archive_key}/files/Media/big.mov`
       const head = await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }))
       t.equal(head.Metadata?.sha256, sums['Media/big.mov'], 'sha256 in the object metadata')
+      t.match(head.Metadata?.crc32, /^[0-9a-f]{8}$/, 'crc32 in the object metadata')
       t.equal(Number(head.ContentLength), 12 * 1024 * 1024 + 5)
       t.match(String(head.ETag), /-2"$/, 'a multipart upload of two parts')
       const body = Buffer.from(await (await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }))).Body!.transformToByteArray())
@@ -71,6 +76,49 @@ if (env) {
     },
     { config: { plugins: { strategies: { roots: [dir] } } } },
   )
+
+  t.test('s3 (Ceph RGW): checksums set after the upload, an object without them never trusted, the server checks each signed body', async (t) => {
+    const { randomBytes } = await import('node:crypto')
+    const { rgw } = env
+    const bucket = `mamkit-put-${Date.now()}`
+    await client.send(new CreateBucketCommand({ Bucket: bucket }))
+    // copyUpTo 6 MiB: the metadata of a 13 MiB object is set by a multipart copy (UploadPartCopy), as above 5 GiB
+    const settings = { bucket, prefix: 'p', endpoint: rgw.endpoint, region: 'us-east-1', accessKeyId: rgw.accessKeyId, secretAccessKey: rgw.secretAccessKey, forcePathStyle: true, checksumMode: 'WHEN_REQUIRED' as const }
+    const target = new S3Target({ ...settings, copyUpTo: 6 * 1024 * 1024 })
+    t.teardown(() => target.close())
+    const cases = { 'one put.bin': randomBytes(70_000), 'exactly 8 MiB.bin': randomBytes(8 * 1024 * 1024), 'parts ü.bin': randomBytes(13 * 1024 * 1024 + 7) }
+    for (const [name, bytes] of Object.entries(cases)) {
+      // in 1 MiB pieces, as a file is read
+      const pieces = Array.from({ length: Math.ceil(bytes.length / 1048576) }, (_, i) => bytes.subarray(i * 1048576, (i + 1) * 1048576))
+      const sums = await target.put(`k/${name}`, Readable.from(pieces), null)
+      t.equal(sums.sha256, sha(bytes), `${name}: the sums of the bytes sent`)
+      t.equal(sums.size, bytes.length)
+      const head = await target.head(`k/${name}`)
+      t.same(head, { size: bytes.length, sha256: sums.sha256, crc32: sums.crc32 }, `${name}: our checksums in its metadata`)
+      const body = Buffer.from(await (await client.send(new GetObjectCommand({ Bucket: bucket, Key: `p/k/${name}` }))).Body!.transformToByteArray())
+      t.equal(sha(body), sha(bytes), `${name}: byte-identical`)
+      await verify(target, `k/${name}`, sums, 'fingerprint')
+    }
+    // an upload a crash interrupted before its metadata was set: the right bytes, no checksums
+    const bytes = randomBytes(100_000)
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: 'p/k/unfinished.bin', Body: bytes }))
+    const sums = { size: bytes.length, sha256: sha(bytes), crc32: '00000000' }
+    for (const check of ['none', 'size', 'checksum', 'fingerprint'] as const) await t.rejects(verify(target, 'k/unfinished.bin', sums, check), /carries no checksums/, `${check}: not trusted`)
+    const other = await target.put('k/other.bin', Readable.from([randomBytes(100_000)]), null)
+    await t.rejects(verify(target, 'k/other.bin', { ...other, sha256: sha(bytes) }, 'size'), /carries checksum/, 'other checksums: not trusted, even for a size check')
+    // what no read-back rests on: a body that does not hash to the SHA-256 its request is signed with is refused
+    const liar = new S3Client({ endpoint: rgw.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: rgw.accessKeyId, secretAccessKey: rgw.secretAccessKey }, requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED' })
+    t.teardown(() => liar.destroy())
+    liar.middlewareStack.add((next) => async (args: any) => {
+      args.request.headers['x-amz-content-sha256'] = createHash('sha256').update('other bytes').digest('hex')
+      return next(args)
+    }, { step: 'build', name: 'wrongPayloadHash' })
+    const refused: any = await liar.send(new PutObjectCommand({ Bucket: bucket, Key: 'p/k/liar.bin', Body: randomBytes(1000) })).then(() => null, (err) => err)
+    t.ok(refused, 'the server refuses it')
+    t.equal(refused?.$metadata?.httpStatusCode, 400, `400 ${refused?.name} ${refused?.Code}`)
+    t.match(String(refused?.Code ?? refused?.name), /SHA256Mismatch/, 'XAmzContentSHA256Mismatch')
+    t.equal(await target.head('k/liar.bin'), null, 'nothing stored')
+  })
 
   onEachDatabase(
     t,
