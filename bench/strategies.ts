@@ -428,8 +428,12 @@ try {
         const s3 = await strategy('s3', 's3://bench/archives', { endpoint: rgw.endpoint, access_key_id: rgw.accessKeyId, secret_access_key: rgw.secretAccessKey })
         const a = await timeArchive(s, p.id, s3, 'archive')
         const r = await timeArchive(s, p.id, s3, 'unarchive')
+        // the same with transmission_check checksum: the metadata checked, no read-back
+        const s3checksum = await strategy('s3 checksum', 's3://bench/checksum', { endpoint: rgw.endpoint, access_key_id: rgw.accessKeyId, secret_access_key: rgw.secretAccessKey }, 'checksum')
+        const c = await timeArchive(s, p.id, s3checksum, 'archive')
+        await timeArchive(s, p.id, s3checksum, 'unarchive')
         const upMs = Math.min(upBefore, await upload(2))
-        console.log(`s3 (Ceph RGW, memstore), ${MIB} MiB: lib-storage Upload alone ${rate(bytes, upMs)} (${rate(bytes, upBefore)} before, the faster counts); archive (fingerprint) ${rate(bytes, a)} = ${ratio(upMs, a)}; restore ${rate(bytes, r)}; load average ${load()}`)
+        console.log(`s3 (Ceph RGW, memstore), ${MIB} MiB: lib-storage Upload alone ${rate(bytes, upMs)} (${rate(bytes, upBefore)} before, the faster counts); archive (fingerprint: read back) ${rate(bytes, a)} = ${ratio(upMs, a)}; archive (checksum) ${rate(bytes, c)} = ${ratio(upMs, c)}; restore ${rate(bytes, r)}; load average ${load()}`)
         client.destroy()
       } finally {
         await rgw.stop()

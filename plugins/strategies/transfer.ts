@@ -45,11 +45,12 @@ export async function verify(target: Target, key: string, sums: Sums, check: Tra
   const head = await target.head(key)
   if (!head) throw new FileError(`the copy of ${key} is missing on the target`)
   if (head.size !== sums.size) throw new FileError(`the copy of ${key} has ${head.size} bytes, the original ${sums.size}`)
-  if (target.kind === 's3') return verifyS3(key, head, sums)
+  // S3: our metadata, whatever the check; `fingerprint` reads the object back too (below)
+  if (target.kind === 's3') verifyS3(key, head, sums)
   // `none` checks the size too: an original is never released on a copy not seen whole
   if (check === 'size' || check === 'none') return
   if (head.sha256 !== undefined && head.sha256 !== sums.sha256) throw new FileError(`the copy of ${key} carries checksum ${head.sha256}, the original has ${sums.sha256}`)
-  if (check === 'checksum') return
+  if (check === 'checksum' || (target.kind === 's3' && check !== 'fingerprint')) return
   if (original && target.open && head.size >= COMPARE_FROM) return verifyByComparison(target, key, sums, original, signal)
   // the object's bytes read back and hashed: size and SHA-256 against what was sent (equal SHA-256, equal bytes)
   const back = await readObject(target, key, null, head.size, copy, signal, true)
@@ -61,11 +62,12 @@ export async function verify(target: Target, key: string, sums: Sums, check: Tra
  * they must be the source's. The target sets them only once every byte is up and they are the
  * checksums of the bytes sent, hashed on the way (S3Target.put); each part's bytes were checked by
  * the server as they arrived, against the SHA-256 its request is signed with, computed from the
- * very buffer sent. So matching metadata says the object holds exactly the bytes whose SHA-256 is
- * `sums.sha256`, and an object without them (an upload a crash interrupted before its metadata
- * was set) or with others (another version of the file) is never trusted. The object is not read
- * back (`fingerprint` on a disk target): that GET cost ~40 % of the upload's time on RGW here
- * (bench/README.md); a restore still hashes every byte it brings back.
+ * very buffer sent. So matching metadata says the server received exactly the bytes whose SHA-256
+ * is `sums.sha256`, and an object without them (an upload a crash interrupted before its metadata
+ * was set) or with others (another version of the file) is never trusted. `fingerprint` (the
+ * default) reads the object back as well, before the original may be released: what the store
+ * returns, not only what it acknowledged (that GET costs ~40 % of the upload's time on RGW here,
+ * bench/README.md; `checksum` is the check without it).
  */
 function verifyS3(key: string, head: Head, sums: Sums): void {
   if (head.sha256 === undefined || head.crc32 === undefined) throw new FileError(`the copy of ${key} carries no checksums: its upload did not finish; it is copied again`)

@@ -106,7 +106,13 @@ if (env) {
     for (const check of ['none', 'size', 'checksum', 'fingerprint'] as const) await t.rejects(verify(target, 'k/unfinished.bin', sums, check), /carries no checksums/, `${check}: not trusted`)
     const other = await target.put('k/other.bin', Readable.from([randomBytes(100_000)]), null)
     await t.rejects(verify(target, 'k/other.bin', { ...other, sha256: sha(bytes) }, 'size'), /carries checksum/, 'other checksums: not trusted, even for a size check')
-    // what no read-back rests on: a body that does not hash to the SHA-256 its request is signed with is refused
+    // metadata that lies about the bytes (a store that lost or changed them after it took them): `checksum` trusts
+    // the metadata, `fingerprint` (the default) reads the object back and refuses it
+    const stored = randomBytes(100_000)
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: 'p/k/lying.bin', Body: stored, Metadata: { sha256: sums.sha256, crc32: sums.crc32, size: String(sums.size) } }))
+    await verify(target, 'k/lying.bin', sums, 'checksum')
+    await t.rejects(verify(target, 'k/lying.bin', sums, 'fingerprint'), /read back hashes to/, 'fingerprint: the bytes read back decide')
+    // what `checksum` rests on (no read-back): a body that does not hash to the SHA-256 its request is signed with is refused
     const liar = new S3Client({ endpoint: rgw.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: rgw.accessKeyId, secretAccessKey: rgw.secretAccessKey }, requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED' })
     t.teardown(() => liar.destroy())
     liar.middlewareStack.add((next) => async (args: any) => {
