@@ -50,7 +50,7 @@ export async function verify(target: Target, key: string, sums: Sums, check: Tra
   // `none` checks the size too: an original is never released on a copy not seen whole
   if (check === 'size' || check === 'none') return
   if (head.sha256 !== undefined && head.sha256 !== sums.sha256) throw new FileError(`the copy of ${key} carries checksum ${head.sha256}, the original has ${sums.sha256}`)
-  if (check === 'checksum' || (target.kind === 's3' && check !== 'fingerprint')) return
+  if (check === 'checksum') return
   if (original && target.open && head.size >= COMPARE_FROM) return verifyByComparison(target, key, sums, original, signal)
   // the object's bytes read back and hashed: size and SHA-256 against what was sent (equal SHA-256, equal bytes)
   const back = await readObject(target, key, null, head.size, copy, signal, true)

@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream'
-import { AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CopyObjectCommand, CreateMultipartUploadCommand, ListMultipartUploadsCommand, PutObjectCommand, UploadPartCopyCommand, DeleteObjectCommand, DeleteObjectsCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3'
+import { AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CopyObjectCommand, CreateMultipartUploadCommand, ListMultipartUploadsCommand, PutObjectCommand, UploadPartCopyCommand, DeleteObjectCommand, DeleteObjectsCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, S3Client, type StorageClass } from '@aws-sdk/client-s3'
 import { Upload } from '@aws-sdk/lib-storage'
 import { Hasher, Hashing, type Head, type PutBatch, type Sums, type Target } from './types.js'
 
@@ -145,6 +145,11 @@ export class S3Target implements Target {
     return this.putParts(key, rest, signal)
   }
 
+  /** the storage class objects are written in (none set: the bucket's default) */
+  private get storageClass(): StorageClass | undefined {
+    return (this.s.storageClass || undefined) as StorageClass | undefined
+  }
+
   /** a small object: hashed, then sent with its metadata in one PUT (the same buffer) */
   private async putOne(key: string, body: Buffer, signal?: AbortSignal): Promise<Sums> {
     const hashing = new Hashing()
@@ -152,7 +157,7 @@ export class S3Target implements Target {
     const sums = hashing.sums()
     try {
       await this.client.send(
-        new PutObjectCommand({ Bucket: this.s.bucket, Key: this.key(key), Body: body, ContentLength: body.length, StorageClass: (this.s.storageClass || undefined) as any, Metadata: metadataOf(sums) }),
+        new PutObjectCommand({ Bucket: this.s.bucket, Key: this.key(key), Body: body, ContentLength: body.length, StorageClass: this.storageClass, Metadata: metadataOf(sums) }),
         { abortSignal: signal },
       )
     } catch (err) {
@@ -171,7 +176,7 @@ export class S3Target implements Target {
       queueSize: 4,
       partSize: PART_SIZE,
       leavePartsOnError: false,
-      params: { Bucket: this.s.bucket, Key: this.key(key), Body: body, StorageClass: (this.s.storageClass || undefined) as any },
+      params: { Bucket: this.s.bucket, Key: this.key(key), Body: body, StorageClass: this.storageClass },
     })
     const abort = () => void upload.abort().catch(() => {})
     signal?.addEventListener('abort', abort, { once: true })
@@ -196,7 +201,7 @@ export class S3Target implements Target {
   private async setMetadata(key: string, sums: Sums, signal?: AbortSignal): Promise<void> {
     const Key = this.key(key)
     const CopySource = copySource(this.s.bucket, Key)
-    const StorageClass = (this.s.storageClass || undefined) as any
+    const StorageClass = this.storageClass
     let etag: string | undefined
     try {
       const head = await this.client.send(new HeadObjectCommand({ Bucket: this.s.bucket, Key }), { abortSignal: signal })
